@@ -1,0 +1,140 @@
+package acemq
+
+import (
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// Envelope is what the library knows about a message beyond its body: the
+// wire contract's headers read with safe defaults, and the broker's own view.
+type Envelope struct {
+	// ID is x-acemq-id, stable across retries, dead letters and replays. A
+	// message from a producer that set none gets its AMQP message id, or a
+	// new id that every later copy keeps.
+	ID string
+	// Attempt is x-acemq-attempt, counting from 1. It travels on the message,
+	// so a restart does not reset it.
+	Attempt int
+	// Error is x-acemq-error: why a dead-lettered or parked message was given
+	// up on. Empty on ordinary deliveries.
+	Error string
+	// CreatedAt is when the message was first published; it survives
+	// republishing, so age is the message's and not this attempt's.
+	CreatedAt time.Time
+	// Redelivered is the broker's flag: the same delivery handed back after a
+	// consumer failed to settle it. A message can be on attempt 1 and
+	// redelivered; the two are different things.
+	Redelivered bool
+	// DeliveryCount is a quorum queue's x-delivery-count (0 elsewhere).
+	DeliveryCount int
+	// Queue is the queue the message was consumed from.
+	Queue string
+	// Exchange and RoutingKey are where the message was first published,
+	// even after it came home from a rung through acemq.retry.
+	Exchange   string
+	RoutingKey string
+	// ContentType and CorrelationID are the AMQP properties.
+	ContentType   string
+	CorrelationID string
+}
+
+// Message is one delivery as a handler sees it. It is immutable: handlers and
+// middleware read it and must not change the slices and maps it returns.
+type Message struct {
+	env     Envelope
+	body    []byte
+	headers map[string]any
+	now     func() time.Time
+}
+
+// NewMessage builds the Message a handler would see for a delivery with these
+// headers, reading the envelope exactly as the server does: missing or
+// malformed headers get safe defaults. It is for tests of handlers and
+// middleware; the time is the wall clock.
+func NewMessage(queue string, body []byte, headers map[string]any) *Message {
+	return newMessage(transport.Delivery{Queue: queue, RoutingKey: queue, Body: body, Headers: headers}, time.Now)
+}
+
+func newMessage(d transport.Delivery, now func() time.Time) *Message {
+	h := d.Headers
+	env := Envelope{
+		Attempt:       1,
+		Redelivered:   d.Redelivered,
+		Queue:         d.Queue,
+		Exchange:      d.Exchange,
+		RoutingKey:    d.RoutingKey,
+		ContentType:   d.ContentType,
+		CorrelationID: d.CorrelationID,
+	}
+	if s, ok := stringHeader(h[HeaderID]); ok && s != "" {
+		env.ID = s
+	} else if d.MessageID != "" {
+		env.ID = d.MessageID
+	} else {
+		env.ID = newID()
+	}
+	if n, ok := intHeader(h[HeaderAttempt]); ok && n > 1 && n < 1<<31 {
+		env.Attempt = int(n)
+	}
+	if s, ok := stringHeader(h[HeaderError]); ok {
+		env.Error = s
+	}
+	if t, ok := timeHeader(h[HeaderCreated]); ok {
+		env.CreatedAt = t
+	} else if !d.Timestamp.IsZero() {
+		env.CreatedAt = d.Timestamp
+	} else {
+		env.CreatedAt = now()
+	}
+	if n, ok := intHeader(h["x-delivery-count"]); ok && n > 0 && n < 1<<31 {
+		env.DeliveryCount = int(n)
+	}
+	if s, ok := stringHeader(h[HeaderExchange]); ok {
+		env.Exchange = s
+		if k, ok := stringHeader(h[HeaderRoutingKey]); ok {
+			env.RoutingKey = k
+		}
+	}
+	return &Message{env: env, body: d.Body, headers: h, now: now}
+}
+
+// Envelope returns a copy of the message's envelope.
+func (m *Message) Envelope() Envelope { return m.env }
+
+// ID returns the stable message id, the key for idempotency.
+func (m *Message) ID() string { return m.env.ID }
+
+// Attempt returns the 1-based attempt number.
+func (m *Message) Attempt() int { return m.env.Attempt }
+
+// IsFirstAttempt is the readable form of Attempt() <= 1.
+func (m *Message) IsFirstAttempt() bool { return m.env.Attempt <= 1 }
+
+// Queue returns the queue the message was consumed from.
+func (m *Message) Queue() string { return m.env.Queue }
+
+// Body returns the message body. Do not modify it.
+func (m *Message) Body() []byte { return m.body }
+
+// Header returns one header's value, nil when absent.
+func (m *Message) Header(key string) any { return m.headers[key] }
+
+// Headers returns a copy of the message's headers.
+func (m *Message) Headers() map[string]any {
+	out := make(map[string]any, len(m.headers))
+	for k, v := range m.headers {
+		out[k] = v
+	}
+	return out
+}
+
+// Age is how long ago the message was first published, by the server's
+// clock. It survives retries: it is the message's age, not this attempt's.
+func (m *Message) Age() time.Duration {
+	age := m.now().Sub(m.env.CreatedAt)
+	if age < 0 {
+		return 0 // a producer's clock ahead of ours
+	}
+	return age
+}

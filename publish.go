@@ -1,0 +1,129 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// ErrUnroutable matches, with errors.Is, a mandatory publish that reached no
+// queue: the quietest failure AMQP has, made loud.
+var ErrUnroutable = errors.New("acemq: message reached no queue")
+
+// PublishError is a publish that did not succeed, with where it was going.
+type PublishError struct {
+	ID         string
+	Exchange   string
+	RoutingKey string
+	// Unroutable says the broker confirmed the message but no queue took it.
+	Unroutable bool
+	Err        error
+}
+
+func (e *PublishError) Error() string {
+	return fmt.Sprintf("acemq: publish %s to exchange %q key %q: %v", e.ID, e.Exchange, e.RoutingKey, e.Err)
+}
+
+func (e *PublishError) Unwrap() error { return e.Err }
+
+// Outgoing is a message a service publishes.
+type Outgoing struct {
+	// Exchange is where to publish; "" is the default exchange, where
+	// RoutingKey names the queue.
+	Exchange   string
+	RoutingKey string
+	Body       []byte
+	// ID becomes x-acemq-id; empty gets a new random id. Set it to make a
+	// republish of the same business event the same message to idempotent
+	// consumers.
+	ID            string
+	Headers       map[string]any
+	ContentType   string
+	CorrelationID string
+}
+
+// PublishResult says what the broker did with a message.
+type PublishResult struct {
+	ID string
+	// Confirmed is true once the broker acknowledged the message; Publish
+	// never returns before that, so it is false only alongside an error.
+	Confirmed bool
+	// Routed is false when no queue took the message.
+	Routed bool
+}
+
+// Publisher publishes with confirms, always: Publish returns only after the
+// broker has acknowledged the message. Bulk publishing is concurrent calls
+// to Publish, not a way to switch confirms off. A Publisher is safe for
+// concurrent use.
+type Publisher struct {
+	Transport transport.Transport
+	// Mandatory makes a message that reaches no queue an error wrapping
+	// ErrUnroutable. Without it, PublishResult.Routed still reports the fact.
+	Mandatory bool
+	// Clock stamps creation times; nil uses the transport's, or the wall clock.
+	Clock transport.Clock
+}
+
+// Publish stamps the wire contract's headers (id, attempt 1, creation time),
+// publishes o persistently and waits for the broker's confirm.
+func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, error) {
+	id := o.ID
+	if id == "" {
+		id = newID()
+	}
+	now := clockOf(p.Transport, p.Clock).Now()
+	headers := make(map[string]any, len(o.Headers)+5)
+	for k, v := range o.Headers {
+		headers[k] = v
+	}
+	headers[HeaderID] = id
+	headers[HeaderAttempt] = int64(1)
+	headers[HeaderCreated] = now.UnixMilli()
+	headers[HeaderExchange] = o.Exchange
+	headers[HeaderRoutingKey] = o.RoutingKey
+	pub := transport.Publishing{
+		Exchange:   o.Exchange,
+		RoutingKey: o.RoutingKey,
+		Mandatory:  true, // always ask, so Routed is known either way
+		Headers:    headers,
+		Properties: transport.Properties{
+			ContentType:   o.ContentType,
+			CorrelationID: o.CorrelationID,
+			DeliveryMode:  2,
+			MessageID:     id,
+			Timestamp:     now.Truncate(time.Second),
+		},
+		Body: o.Body,
+	}
+	res := PublishResult{ID: id}
+	c, err := p.Transport.Publish(ctx, pub)
+	if err != nil {
+		return res, &PublishError{ID: id, Exchange: o.Exchange, RoutingKey: o.RoutingKey, Err: err}
+	}
+	res.Confirmed, res.Routed = true, c.Routed
+	if !c.Routed && p.Mandatory {
+		return res, &PublishError{ID: id, Exchange: o.Exchange, RoutingKey: o.RoutingKey, Unroutable: true, Err: ErrUnroutable}
+	}
+	return res, nil
+}
+
+// clockOf picks the clock: the one given, else the transport's own, else
+// the wall clock.
+func clockOf(t transport.Transport, c transport.Clock) transport.Clock {
+	if c != nil {
+		return c
+	}
+	if ct, ok := t.(transport.Clocked); ok {
+		return ct.Clock()
+	}
+	return wallClock{}
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

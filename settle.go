@@ -1,0 +1,195 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
+
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
+)
+
+// settle carries out the handler's answer for one delivery.
+func (c *consumer) settle(d transport.Delivery, m *Message, a ack.Ack) {
+	switch a.Outcome() {
+	case ack.OutcomeAccept:
+		c.ack(d)
+	case ack.OutcomeRequeue:
+		c.giveBack(d)
+	case ack.OutcomeRetry:
+		c.retry(d, m, a.Err())
+	case ack.OutcomePark:
+		c.setAside(d, m, a, ParkedQueue(c.name))
+	default:
+		c.setAside(d, m, a, DeadLetterQueue(c.name))
+	}
+}
+
+// retry asks the policy for the next wait: none left, no policy, too old or
+// a fatal error dead-letters; otherwise the message waits in the process or
+// on a rung, and is republished with its attempt raised.
+func (c *consumer) retry(d transport.Delivery, m *Message, err error) {
+	p := c.cfg.Retry
+	switch {
+	case ack.IsFatal(err):
+		c.setAside(d, m, ack.DeadLetter(err), DeadLetterQueue(c.name))
+		return
+	case p.IsZero():
+		c.setAside(d, m, ack.NoPolicy(err), DeadLetterQueue(c.name))
+		return
+	case p.TooOld(m.Age()):
+		c.setAside(d, m, ack.TooOld(p.MaxAge(), err), DeadLetterQueue(c.name))
+		return
+	}
+	w, ok := p.NextWait(m.Attempt(), m.Age())
+	if !ok {
+		c.setAside(d, m, ack.Exhausted(m.Attempt(), err), DeadLetterQueue(c.name))
+		return
+	}
+	if w.InBroker && !c.cfg.NoDeclare {
+		rung := retry.RungName(c.name, w.Delay)
+		routed, outcome := c.publishCopy(m, d, rung, m.Attempt()+1, "")
+		if outcome == hopDone && routed {
+			c.e.inst.retries.Add(context.Background(), 1, c.metrics.with(attribute.String("where", "broker")))
+			c.ack(d)
+			return
+		}
+		if outcome != hopDone {
+			c.hopFailed(d, m, rung, outcome, nil)
+			return
+		}
+		c.e.inst.rungMissing.Add(context.Background(), 1, c.metrics.with(attribute.String("rung", rung)))
+		c.e.log.Error("acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
+			"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
+			zap.String("queue", c.name), zap.String("rung", rung), zap.Duration("wait", w.Delay), zap.String("id", m.ID()))
+	}
+	c.e.inst.retries.Add(context.Background(), 1, c.metrics.with(attribute.String("where", "process")))
+	c.waitInProcess(d, m, w.Delay)
+}
+
+// waitInProcess holds the delivery for delay, then republishes it to its
+// queue with the attempt raised. A stop does not wait the delay out: the
+// copy goes at once, so nothing is lost and the count is kept.
+func (c *consumer) waitInProcess(d transport.Delivery, m *Message, delay time.Duration) {
+	c.e.waits.Add(1)
+	go func() {
+		defer c.e.waits.Done()
+		select {
+		case <-c.e.clock.After(delay):
+		case <-c.e.s.stopping:
+		}
+		routed, outcome := c.publishCopy(m, d, c.name, m.Attempt()+1, "")
+		c.finishHop(d, m, c.name, routed, outcome, nil)
+	}()
+}
+
+// setAside publishes the message to its .dlq or .parked queue with the
+// reason, then acks the original: the copy is safe, so the original is done.
+func (c *consumer) setAside(d transport.Delivery, m *Message, a ack.Ack, dest string) {
+	routed, outcome := c.publishCopy(m, d, dest, m.Attempt(), a.Reason())
+	c.finishHop(d, m, dest, routed, outcome, &a)
+}
+
+func (c *consumer) finishHop(d transport.Delivery, m *Message, dest string, routed bool, outcome hopOutcome, a *ack.Ack) {
+	if outcome != hopDone || !routed {
+		if outcome == hopDone {
+			outcome = hopRefused // confirmed but reached no queue
+		}
+		c.hopFailed(d, m, dest, outcome, a)
+		return
+	}
+	if a != nil {
+		c.e.inst.deadLettered.Add(context.Background(), 1, c.metrics.with(attribute.String("outcome", a.Cause())))
+		c.e.log.Warn("acemq: message given up on", zap.String("queue", c.name), zap.String("id", m.ID()),
+			zap.Int("attempt", m.Attempt()), zap.String("outcome", a.Cause()), zap.String("to", dest), zap.String("reason", a.Reason()))
+	}
+	c.ack(d)
+}
+
+// hopFailed handles a copy that was not safely delivered. Refused (nacked,
+// or reached no queue): reject the original without requeue, so the queue's
+// own dead-lettering is the last resort, and count it. Unknown: give the
+// original back; a duplicate, never a loss.
+func (c *consumer) hopFailed(d transport.Delivery, m *Message, dest string, outcome hopOutcome, a *ack.Ack) {
+	fields := []zap.Field{zap.String("queue", c.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.String("to", dest)}
+	if a != nil {
+		fields = append(fields, zap.String("reason", a.Reason()))
+	}
+	if outcome == hopUnknown {
+		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", fields...)
+		c.giveBack(d)
+		return
+	}
+	c.e.inst.setAsideFailed.Add(context.Background(), 1, c.metrics.with(attribute.String("destination", dest)))
+	c.e.log.Error("acemq: the broker refused the copy (is the queue missing?); the original is rejected to the broker", fields...)
+	if err := d.Reject(false); err != nil {
+		c.e.log.Debug("acemq: reject", zap.String("queue", c.name), zap.Error(err))
+	}
+}
+
+func (c *consumer) ack(d transport.Delivery) {
+	if err := d.Ack(); err != nil {
+		c.e.log.Warn("acemq: ack failed; the broker will redeliver", zap.String("queue", c.name), zap.Error(err))
+	}
+}
+
+type hopOutcome uint8
+
+const (
+	hopDone    hopOutcome = iota // confirmed; routed says whether a queue took it
+	hopRefused                   // nacked
+	hopUnknown                   // no confirm: channel closed, timeout, transport error
+)
+
+// publishCopy republishes m by queue name, mandatory, with the wire
+// contract's headers and without the broker's own.
+func (c *consumer) publishCopy(m *Message, d transport.Delivery, queue string, attempt int, reason string) (routed bool, outcome hopOutcome) {
+	timeout := c.e.s.PublishTimeout
+	if timeout <= 0 {
+		timeout = DefaultPublishTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conf, err := c.e.t.Publish(ctx, republishing(m, d, queue, attempt, reason))
+	switch {
+	case err == nil:
+		return conf.Routed, hopDone
+	case errors.Is(err, transport.ErrNacked):
+		return false, hopRefused
+	default:
+		c.e.log.Warn("acemq: republish", zap.String("queue", c.name), zap.String("to", queue), zap.Error(err))
+		return false, hopUnknown
+	}
+}
+
+// republishing builds the copy of m for queue.
+func republishing(m *Message, d transport.Delivery, queue string, attempt int, reason string) transport.Publishing {
+	h := make(map[string]any, len(m.headers)+6)
+	for k, v := range m.headers {
+		if !isBrokerOwned(k) {
+			h[k] = v
+		}
+	}
+	h[HeaderID] = m.env.ID
+	h[HeaderAttempt] = int64(attempt)
+	h[HeaderCreated] = m.env.CreatedAt.UnixMilli()
+	h[HeaderExchange] = m.env.Exchange
+	h[HeaderRoutingKey] = m.env.RoutingKey
+	if reason != "" {
+		h[HeaderError] = reason
+	} else {
+		delete(h, HeaderError)
+	}
+	props := d.Properties
+	props.Expiration = "" // never a per-message TTL
+	props.UserID = ""     // another user's id would be refused (406)
+	props.DeliveryMode = 2
+	if props.MessageID == "" {
+		props.MessageID = m.env.ID
+	}
+	return transport.Publishing{RoutingKey: queue, Mandatory: true, Headers: h, Properties: props, Body: m.body}
+}

@@ -1,0 +1,190 @@
+// Package transport is the contract between the acemq server and a broker.
+//
+// Two implementations ship: transport/memory, an in-process broker that
+// behaves like RabbitMQ (with a virtual clock for tests), and transport/amqp
+// on amqp091-go. transport/transporttest is the conformance suite both pass;
+// where the memory transport disagrees with RabbitMQ, the memory transport
+// is wrong.
+//
+// # Header values
+//
+// Header values are those of AMQP field tables: bool, integers (int, int8 to
+// int64), float32/float64, string, []byte, time.Time, nested tables as
+// map[string]any and arrays as []any. A transport hands received headers back
+// in those types, nested tables included, so code reading them does not care
+// which transport delivered the message.
+package transport
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Transport is what the server needs from a broker. Every method is safe for
+// concurrent use.
+type Transport interface {
+	// Declare applies t in order (exchanges, queues, then bindings) and stops
+	// at the first refusal, which it returns (ErrPreconditionFailed for an
+	// inequivalent redeclare, ErrAccessRefused without configure rights). A
+	// refusal kills only the channel it was made on.
+	Declare(ctx context.Context, t Topology) error
+	// Inspect checks a queue passively; a missing queue is ErrNotFound.
+	Inspect(ctx context.Context, queue string) (QueueInfo, error)
+	// Publish returns once the broker confirmed p. An unroutable mandatory
+	// publish is confirmed with Routed false and no error. A nack is
+	// ErrNacked; a confirm that never came (the channel closed, ctx ended
+	// first) is ErrUnconfirmed: the outcome is unknown.
+	Publish(ctx context.Context, p Publishing) (Confirmation, error)
+	// Consume subscribes to queue. A missing queue is ErrNotFound.
+	Consume(ctx context.Context, queue string, opts ConsumeOptions) (Subscription, error)
+	// Get takes one message from queue without auto-ack (basic.get); ok is
+	// false when the queue is empty. The caller settles the delivery.
+	Get(ctx context.Context, queue string) (d Delivery, ok bool, err error)
+	// Close releases every connection and channel; unsettled deliveries go
+	// back to the broker.
+	Close() error
+}
+
+// Subscription is one consumer on one queue.
+type Subscription interface {
+	// Deliveries yields the queue's messages. It is closed after Cancel once
+	// the broker has stopped delivering, or when the subscription closes.
+	Deliveries() <-chan Delivery
+	// Cancel stops new deliveries (basic.cancel). Deliveries already received
+	// stay settleable until Close.
+	Cancel(ctx context.Context) error
+	// Close releases the subscription's channel; its unsettled deliveries go
+	// back to the queue, marked redelivered.
+	Close() error
+}
+
+// ConsumeOptions tune a subscription.
+type ConsumeOptions struct {
+	// Prefetch bounds the unsettled deliveries (basic.qos). Zero means 1.
+	Prefetch int
+	// Tag names the consumer; empty lets the transport choose.
+	Tag string
+}
+
+// Properties are a message's AMQP basic properties.
+type Properties struct {
+	ContentType     string
+	ContentEncoding string
+	DeliveryMode    uint8 // 2 is persistent; the library always publishes persistent
+	Priority        uint8
+	CorrelationID   string
+	ReplyTo         string
+	Expiration      string // per-message TTL; the library never sets it
+	MessageID       string
+	Timestamp       time.Time
+	Type            string
+	UserID          string
+	AppID           string
+}
+
+// Publishing is one message to publish.
+type Publishing struct {
+	Exchange   string // "" is the default exchange: RoutingKey names a queue
+	RoutingKey string
+	// Mandatory asks the broker to return the message when no queue took it.
+	Mandatory bool
+	Headers   map[string]any
+	Properties
+	Body []byte
+}
+
+// Confirmation is the broker's answer to a publish.
+type Confirmation struct {
+	// Routed is false when a mandatory publish reached no queue.
+	Routed bool
+}
+
+// Delivery is one message received from a queue.
+type Delivery struct {
+	Queue       string // the queue it was consumed from
+	Exchange    string // the exchange it was last published to
+	RoutingKey  string
+	Redelivered bool
+	Headers     map[string]any
+	Properties
+	Body []byte
+	// Acknowledger settles the delivery on the channel it arrived on.
+	Acknowledger Acknowledger
+}
+
+// Ack acknowledges the delivery.
+func (d Delivery) Ack() error { return d.Acknowledger.Ack() }
+
+// Reject rejects the delivery; with requeue false the queue's dead-letter
+// exchange, if any, takes it.
+func (d Delivery) Reject(requeue bool) error { return d.Acknowledger.Reject(requeue) }
+
+// Acknowledger settles one delivery. Settling twice, or after the channel it
+// arrived on is gone, is ErrStaleDelivery.
+type Acknowledger interface {
+	Ack() error
+	Reject(requeue bool) error
+}
+
+// Exchange is an exchange declaration. The library declares durable direct
+// exchanges only.
+type Exchange struct {
+	Name    string
+	Kind    string // "direct", "fanout", "topic", "headers"
+	Durable bool
+}
+
+// Queue is a queue declaration.
+type Queue struct {
+	Name    string
+	Durable bool
+	Args    map[string]any // x-message-ttl, x-dead-letter-exchange, x-queue-type, ...
+}
+
+// Binding binds Queue to Exchange with Key.
+type Binding struct {
+	Queue    string
+	Exchange string
+	Key      string
+}
+
+// Topology is a set of declarations, applied in order.
+type Topology struct {
+	Exchanges []Exchange
+	Queues    []Queue
+	Bindings  []Binding
+}
+
+// QueueInfo is what a passive declare reports.
+type QueueInfo struct {
+	Name      string
+	Messages  int // ready messages
+	Consumers int
+}
+
+// Clock tells time. The memory transport's virtual clock implements it, so
+// that the server's in-process waits move when a test advances time.
+type Clock interface {
+	Now() time.Time
+	// After is time.After on this clock.
+	After(d time.Duration) <-chan time.Time
+}
+
+// Clocked is implemented by transports that carry their own clock; a server
+// on such a transport tells time by it.
+type Clocked interface {
+	Clock() Clock
+}
+
+// Errors a transport returns, for callers to branch on with errors.Is.
+var (
+	ErrNotFound           = errors.New("acemq: not found")               // 404: queue or exchange missing
+	ErrPreconditionFailed = errors.New("acemq: precondition failed")     // 406: inequivalent redeclare
+	ErrAccessRefused      = errors.New("acemq: access refused")          // 403: no permission
+	ErrNacked             = errors.New("acemq: publish nacked")          // the broker refused the message
+	ErrUnconfirmed        = errors.New("acemq: publish outcome unknown") // no confirm came
+	ErrBlocked            = errors.New("acemq: connection blocked by the broker")
+	ErrStaleDelivery      = errors.New("acemq: delivery already settled or its channel is gone")
+	ErrClosed             = errors.New("acemq: transport closed")
+)
