@@ -1,0 +1,41 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+
+	"go.uber.org/zap"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+)
+
+// PanicError is the failure a recovered panic becomes.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("acemq: handler panicked: %v", e.Value) }
+
+// Recover turns a panic in the handler into a failure that follows the
+// retry policy, logging the stack at error level. log may be nil.
+func Recover(log *zap.Logger) acemq.Middleware {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return func(next acemq.Handler) acemq.Handler {
+		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) (a ack.Ack) {
+			defer func() {
+				if r := recover(); r != nil {
+					err := &PanicError{Value: r, Stack: debug.Stack()}
+					log.Error("acemq: handler panicked", zap.String("queue", m.Queue()), zap.String("id", m.ID()),
+						zap.Int("attempt", m.Attempt()), zap.Any("panic", r), zap.ByteString("stack", err.Stack))
+					a = ack.Retry(err)
+				}
+			}()
+			return next.ServeMessage(ctx, m)
+		})
+	}
+}
