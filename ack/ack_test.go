@@ -1,0 +1,72 @@
+package ack_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/ack"
+)
+
+func TestReasons(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("the warehouse is not answering")
+	tests := []struct {
+		a       ack.Ack
+		outcome ack.Outcome
+		reason  string
+		cause   string
+	}{
+		{ack.Accept(), ack.OutcomeAccept, "", ""},
+		{ack.Retry(boom), ack.OutcomeRetry, "", ""},
+		{ack.Requeue(), ack.OutcomeRequeue, "", ""},
+		{ack.DeadLetter(errors.New("no such customer")), ack.OutcomeDeadLetter, "the handler rejected it: no such customer", "rejected"},
+		{ack.Park(errors.New("unknown schema")), ack.OutcomePark, "could not be decoded: unknown schema", "parked"},
+		{ack.Exhausted(5, boom), ack.OutcomeDeadLetter, "exhausted 5 attempts: the warehouse is not answering", "exhausted"},
+		{ack.TooOld(6*time.Hour, boom), ack.OutcomeDeadLetter, "exceeded the maximum message age of 6h0m0s: the warehouse is not answering", "too_old"},
+		{ack.DeadLetter(nil), ack.OutcomeDeadLetter, "the handler rejected it: acemq: no reason given", "rejected"},
+	}
+	for _, tt := range tests {
+		if tt.a.Outcome() != tt.outcome || tt.a.Reason() != tt.reason || tt.a.Cause() != tt.cause {
+			t.Errorf("%v: outcome %v reason %q cause %q; want %v %q %q", tt.a, tt.a.Outcome(), tt.a.Reason(), tt.a.Cause(), tt.outcome, tt.reason, tt.cause)
+		}
+	}
+	if a := ack.NoPolicy(boom); a.Cause() != "no_policy" || a.Outcome() != ack.OutcomeDeadLetter {
+		t.Errorf("NoPolicy = %v", a)
+	}
+	if ack.Retry(nil).Err() == nil {
+		t.Error("Retry(nil) lost the fact that something failed")
+	}
+}
+
+func TestFatalSurvivesWrapping(t *testing.T) {
+	t.Parallel()
+	base := errors.New("no such customer, and there never will be")
+	wrapped := fmt.Errorf("lookup: %w", ack.Fatal(base))
+	if !ack.IsFatal(wrapped) || !errors.Is(wrapped, ack.ErrFatal) || !errors.Is(wrapped, base) {
+		t.Errorf("the fatal mark or the cause was lost through wrapping: %v", wrapped)
+	}
+	if ack.IsFatal(base) || ack.Fatal(nil) != nil {
+		t.Error("an unmarked error reads as fatal, or Fatal(nil) is not nil")
+	}
+	if wrapped.Error() != "lookup: no such customer, and there never will be" {
+		t.Errorf("Fatal changed the text: %q", wrapped.Error())
+	}
+}
+
+func ExampleDeadLetter() {
+	a := ack.DeadLetter(errors.New("no such customer"))
+	fmt.Println(a.Outcome())
+	fmt.Println(a.Reason())
+	// Output:
+	// dead-letter
+	// the handler rejected it: no such customer
+}
+
+func ExampleFatal() {
+	err := fmt.Errorf("charge card: %w", ack.Fatal(errors.New("card account closed")))
+	a := ack.Retry(err) // the server honours the mark over the request
+	fmt.Println(a.Outcome(), ack.IsFatal(a.Err()))
+	// Output: retry true
+}
