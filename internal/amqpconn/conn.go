@@ -1,0 +1,315 @@
+package amqpconn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+)
+
+// ErrClosed is returned by a Conn's methods after Close.
+var ErrClosed = errors.New("amqpconn: closed")
+
+// closeTimeout bounds the connection.close handshake: a blocked connection
+// is not read by the broker and would otherwise never answer.
+const closeTimeout = 5 * time.Second
+
+// Config tells Open what to connect to and how.
+type Config struct {
+	// URLs are the broker nodes, tried in order; a reconnect starts with the
+	// node after the one that was lost.
+	URLs []string
+	// Name is the connection_name client property shown by the broker.
+	Name string
+	// TLS is used for amqps:// URLs; nil means the defaults for the host.
+	TLS *tls.Config
+	// Heartbeat is the AMQP heartbeat; zero takes amqp091-go's default.
+	Heartbeat time.Duration
+	// DialTimeout bounds the TCP, TLS and AMQP handshakes of one attempt.
+	DialTimeout time.Duration
+	// Backoff spaces the reconnect attempts.
+	Backoff Backoff
+	// Logger receives connection events; nil means no logging.
+	Logger *zap.Logger
+	// OnConnect runs after every reconnect, before the connection is handed
+	// out (transport/amqp re-declares topology there). Its context ends at
+	// Close.
+	OnConnect func(ctx context.Context, c *amqp.Connection)
+}
+
+// Conn is one supervised AMQP connection. Its methods are safe for
+// concurrent use.
+type Conn struct {
+	cfg Config
+	log *zap.Logger
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the supervisor has ended
+
+	mu     sync.Mutex
+	cur    *amqp.Connection // nil while reconnecting
+	ready  chan struct{}    // closed once cur is set
+	lost   chan struct{}    // closed once cur is known to be dead
+	next   int              // index of the next URL to dial
+	closed bool
+
+	blocked atomic.Pointer[string] // the broker's reason while blocked
+	gen     atomic.Uint64
+}
+
+// Open dials cfg.URLs in order until one answers and starts supervising the
+// connection. It fails when every URL failed once or ctx ended.
+func Open(ctx context.Context, cfg Config) (*Conn, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("amqpconn: no broker URL")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 30 * time.Second
+	}
+	c := &Conn{
+		cfg:   cfg,
+		log:   cfg.Logger.With(zap.String("connection", cfg.Name)),
+		done:  make(chan struct{}),
+		ready: make(chan struct{}),
+		lost:  make(chan struct{}),
+	}
+	var errs []error
+	for i, u := range cfg.URLs {
+		conn, err := c.dial(ctx, u)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s", Redact(u), RedactError(err, u)))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		c.next = (i + 1) % len(cfg.URLs)
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		c.install(conn)
+		go c.supervise(conn)
+		return c, nil
+	}
+	return nil, fmt.Errorf("amqpconn: connect %s: %w", cfg.Name, errors.Join(errs...))
+}
+
+// Connection returns the live connection, waiting while a reconnect is
+// under way.
+func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		cur, wait := c.cur, c.ready
+		if cur != nil {
+			wait = c.lost
+		}
+		c.mu.Unlock()
+		if cur != nil && !cur.IsClosed() {
+			return cur, nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Channel opens a channel on the live connection, waiting out a reconnect.
+func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
+	for {
+		conn, err := c.Connection(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ch, err := conn.Channel()
+		if err == nil {
+			return ch, nil
+		}
+		if !conn.IsClosed() {
+			return nil, err
+		}
+	}
+}
+
+// Blocked reports whether the broker has blocked the connection (a memory
+// or disk alarm) and why.
+func (c *Conn) Blocked() (reason string, blocked bool) {
+	if r := c.blocked.Load(); r != nil {
+		return *r, true
+	}
+	return "", false
+}
+
+// Generation counts the connections made so far, the first being 1.
+func (c *Conn) Generation() uint64 { return c.gen.Load() }
+
+// Close stops reconnecting, closes the connection and returns once the
+// supervising goroutine has ended. It is idempotent.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		<-c.done
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	<-c.done
+	c.mu.Lock()
+	cur := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cur == nil || cur.IsClosed() {
+		return nil
+	}
+	if err := cur.CloseDeadline(time.Now().Add(closeTimeout)); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("amqpconn: close %s: %s", c.cfg.Name, RedactError(err, c.cfg.URLs...))
+	}
+	return nil
+}
+
+// install runs the OnConnect hook and hands conn out.
+func (c *Conn) install(conn *amqp.Connection) {
+	if c.cfg.OnConnect != nil {
+		c.cfg.OnConnect(c.ctx, conn)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur = conn
+	c.lost = make(chan struct{})
+	close(c.ready)
+	c.gen.Add(1)
+}
+
+// supervise watches conn and replaces it when it dies, until Close.
+func (c *Conn) supervise(conn *amqp.Connection) {
+	defer close(c.done)
+	for {
+		reason := c.watch(conn)
+		if reason == nil {
+			return
+		}
+		c.mu.Lock()
+		c.cur = nil
+		close(c.lost)
+		c.ready = make(chan struct{})
+		c.mu.Unlock()
+		c.blocked.Store(nil)
+		c.log.Warn("acemq: connection lost, reconnecting", zap.String("reason", RedactError(reason, c.cfg.URLs...)))
+		if conn = c.reconnect(); conn == nil {
+			return
+		}
+	}
+}
+
+// watch returns why conn died, or nil when Close was called first.
+func (c *Conn) watch(conn *amqp.Connection) error {
+	closes := conn.NotifyClose(make(chan *amqp.Error, 1))
+	blocks := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
+	for {
+		select {
+		case <-c.ctx.Done():
+			return nil
+		case b, ok := <-blocks:
+			if !ok {
+				blocks = nil
+				continue
+			}
+			c.setBlocked(b)
+		case e, ok := <-closes:
+			if c.ctx.Err() != nil {
+				return nil
+			}
+			if ok && e != nil {
+				return e
+			}
+			return errors.New("connection closed")
+		}
+	}
+}
+
+func (c *Conn) setBlocked(b amqp.Blocking) {
+	if !b.Active {
+		c.blocked.Store(nil)
+		c.log.Info("acemq: connection unblocked by the broker")
+		return
+	}
+	reason := b.Reason
+	c.blocked.Store(&reason)
+	c.log.Warn("acemq: connection blocked by the broker", zap.String("reason", reason))
+}
+
+// reconnect dials the URLs round-robin with backoff until one answers; nil
+// means Close came first.
+func (c *Conn) reconnect() *amqp.Connection {
+	for attempt := 0; ; attempt++ {
+		t := time.NewTimer(c.cfg.Backoff.Delay(attempt))
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		u := c.cfg.URLs[c.next]
+		c.next = (c.next + 1) % len(c.cfg.URLs)
+		conn, err := c.dial(c.ctx, u)
+		if err != nil {
+			c.log.Warn("acemq: reconnect failed", zap.String("url", Redact(u)),
+				zap.Int("attempt", attempt+1), zap.String("error", RedactError(err, u)))
+			continue
+		}
+		if c.ctx.Err() != nil {
+			_ = conn.CloseDeadline(time.Now().Add(closeTimeout))
+			return nil
+		}
+		c.install(conn)
+		c.log.Info("acemq: reconnected", zap.String("url", Redact(u)), zap.Int("attempts", attempt+1))
+		return conn
+	}
+}
+
+// dial makes one connection attempt to u.
+func (c *Conn) dial(ctx context.Context, u string) (*amqp.Connection, error) {
+	props := amqp.NewConnectionProperties()
+	if c.cfg.Name != "" {
+		props.SetClientConnectionName(c.cfg.Name)
+	}
+	cfg := amqp.Config{
+		Properties: props,
+		Heartbeat:  c.cfg.Heartbeat,
+		Dial: func(network, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: c.cfg.DialTimeout}
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// Cleared by amqp091-go once the AMQP handshake is done.
+			if err := conn.SetDeadline(time.Now().Add(c.cfg.DialTimeout)); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		},
+	}
+	if c.cfg.TLS != nil {
+		cfg.TLSClientConfig = c.cfg.TLS.Clone()
+	}
+	return amqp.DialConfig(u, cfg)
+}

@@ -1,0 +1,156 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// confirmCh is one channel in confirm mode with its returns.
+//
+// Returns are correlated by the seqHeader id. The broker sends basic.return
+// before the ack of the same message, and amqp091-go hands both over from
+// one reader goroutine: the return is in the returns buffer before the
+// deferred confirmation is done. So a publisher that sees its confirmation
+// done and then drains the buffer (under mu) always finds its return there
+// or already recorded. Draining is done only under mu, never by a goroutine
+// blocked on the channel, so a return is never in the hands of someone who
+// has not recorded it yet.
+type confirmCh struct {
+	ch *amqp.Channel
+
+	mu      sync.Mutex
+	returns chan amqp.Return // nil once amqp091-go has closed it
+	pending map[uint64]bool  // publishes in flight → returned
+	closes  chan *amqp.Error // why the channel closed, sent before confirms resolve
+	reason  *amqp.Error
+}
+
+func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*confirmCh, error) {
+	ch, err := conn.Channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("confirm.select: %w", err)
+	}
+	return &confirmCh{
+		ch:      ch,
+		returns: ch.NotifyReturn(make(chan amqp.Return, returnsBuf)),
+		pending: make(map[uint64]bool),
+		closes:  ch.NotifyClose(make(chan *amqp.Error, 1)),
+	}, nil
+}
+
+func (c *confirmCh) register(seq uint64) {
+	c.mu.Lock()
+	c.pending[seq] = false
+	c.mu.Unlock()
+}
+
+func (c *confirmCh) forget(seq uint64) {
+	c.mu.Lock()
+	delete(c.pending, seq)
+	c.mu.Unlock()
+}
+
+// settle forgets seq and reports whether the broker returned it. Call it
+// once the publish's deferred confirmation is done.
+func (c *confirmCh) settle(seq uint64) (returned bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drainLocked()
+	returned = c.pending[seq]
+	delete(c.pending, seq)
+	return returned
+}
+
+// closeReason is the error the channel was closed with, nil for a clean
+// close. amqp091-go sends it before it resolves the pending confirmations,
+// so it is there by the time a publisher sees its confirmation done.
+func (c *confirmCh) closeReason() *amqp.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reason == nil {
+		select {
+		case e := <-c.closes:
+			c.reason = e
+		default:
+		}
+	}
+	return c.reason
+}
+
+// drain records whatever returns are buffered, so that the buffer never
+// stays full (amqp091-go drops an event after 5s on a full listener).
+func (c *confirmCh) drain() {
+	c.mu.Lock()
+	c.drainLocked()
+	c.mu.Unlock()
+}
+
+func (c *confirmCh) drainLocked() {
+	for {
+		select {
+		case r, ok := <-c.returns:
+			if !ok {
+				c.returns = nil
+				return
+			}
+			seq, found := returnSeq(r.Headers)
+			if _, waiting := c.pending[seq]; found && waiting {
+				c.pending[seq] = true
+			}
+		default:
+			return
+		}
+	}
+}
+
+// returnSeq reads the publish id back from a returned message.
+func returnSeq(h amqp.Table) (uint64, bool) {
+	switch v := h[seqHeader].(type) {
+	case int64:
+		return uint64(v), true
+	case int32:
+		return uint64(v), true
+	default:
+		return 0, false
+	}
+}
+
+// slot holds one position of the publish pool: a confirm channel that is
+// reopened when it dies.
+type slot struct {
+	lock chan struct{} // a mutex that honours ctx while a channel opens
+	cur  atomic.Pointer[confirmCh]
+}
+
+func newSlot() *slot { return &slot{lock: make(chan struct{}, 1)} }
+
+// get returns the slot's live channel, opening one if needed.
+func (s *slot) get(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*confirmCh, error) {
+	if c := s.cur.Load(); c != nil && !c.ch.IsClosed() {
+		return c, nil
+	}
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.lock }()
+	if c := s.cur.Load(); c != nil && !c.ch.IsClosed() {
+		return c, nil
+	}
+	c, err := openConfirmCh(ctx, conn, returnsBuf)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(c)
+	return c, nil
+}

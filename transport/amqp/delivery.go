@@ -1,0 +1,121 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/transport"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// acker settles one delivery on the channel it arrived on, once. Delivery
+// tags belong to their channel: once that channel is gone (a reconnect, a
+// Close) the delivery is stale and nothing is sent, least of all on the
+// channel that replaced it. The broker redelivers it.
+type acker struct {
+	ch      *amqp.Channel
+	tag     uint64
+	settled atomic.Bool
+}
+
+var _ transport.Acknowledger = (*acker)(nil)
+
+// Ack acknowledges this delivery alone (never multiple).
+func (a *acker) Ack() error {
+	return a.settle(func() error { return a.ch.Ack(a.tag, false) })
+}
+
+// Reject rejects this delivery; requeue false lets the queue's dead-letter
+// exchange take it.
+func (a *acker) Reject(requeue bool) error {
+	return a.settle(func() error { return a.ch.Reject(a.tag, requeue) })
+}
+
+func (a *acker) settle(send func() error) error {
+	if !a.settled.CompareAndSwap(false, true) {
+		return transport.ErrStaleDelivery
+	}
+	if a.ch.IsClosed() {
+		return transport.ErrStaleDelivery
+	}
+	if err := send(); err != nil {
+		if a.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) {
+			return transport.ErrStaleDelivery
+		}
+		return fmt.Errorf("acemq: settle delivery: %w", classify(err))
+	}
+	return nil
+}
+
+// toDelivery converts a delivery received on ch from queue.
+func toDelivery(ch *amqp.Channel, queue string, d *amqp.Delivery) transport.Delivery {
+	return transport.Delivery{
+		Queue:       queue,
+		Exchange:    d.Exchange,
+		RoutingKey:  d.RoutingKey,
+		Redelivered: d.Redelivered,
+		Headers:     fromTable(d.Headers),
+		Properties: transport.Properties{
+			ContentType:     d.ContentType,
+			ContentEncoding: d.ContentEncoding,
+			DeliveryMode:    d.DeliveryMode,
+			Priority:        d.Priority,
+			CorrelationID:   d.CorrelationId,
+			ReplyTo:         d.ReplyTo,
+			Expiration:      d.Expiration,
+			MessageID:       d.MessageId,
+			Timestamp:       d.Timestamp.UTC(),
+			Type:            d.Type,
+			UserID:          d.UserId,
+			AppID:           d.AppId,
+		},
+		Body:         d.Body,
+		Acknowledger: &acker{ch: ch, tag: d.DeliveryTag},
+	}
+}
+
+// getter runs basic.get on one long-lived channel of the consume
+// connection, reopened when it dies. Channel RPCs must not overlap, so Gets
+// take turns.
+type getter struct {
+	conn *amqpconn.Conn
+	lock chan struct{} // a mutex that honours ctx
+	ch   *amqp.Channel
+}
+
+func newGetter(conn *amqpconn.Conn) *getter {
+	return &getter{conn: conn, lock: make(chan struct{}, 1)}
+}
+
+func (g *getter) get(ctx context.Context, queue string) (transport.Delivery, bool, error) {
+	select {
+	case g.lock <- struct{}{}:
+	case <-ctx.Done():
+		return transport.Delivery{}, false, fmt.Errorf("acemq: get from queue %q: %w", queue, ctx.Err())
+	}
+	defer func() { <-g.lock }()
+	for attempt := 1; ; attempt++ {
+		if g.ch == nil || g.ch.IsClosed() {
+			ch, err := g.conn.Channel(ctx)
+			if err != nil {
+				return transport.Delivery{}, false, fmt.Errorf("acemq: get from queue %q: %w", queue, classify(err))
+			}
+			g.ch = ch
+		}
+		ch := g.ch
+		d, ok, err := ch.Get(queue, false)
+		if err != nil {
+			if errors.Is(err, amqp.ErrClosed) && attempt < maxSendAttempts && ctx.Err() == nil {
+				continue // the channel was already dead: open a new one
+			}
+			return transport.Delivery{}, false, fmt.Errorf("acemq: get from queue %q: %w", queue, classify(err))
+		}
+		if !ok {
+			return transport.Delivery{}, false, nil
+		}
+		return toDelivery(ch, queue, &d), true, nil
+	}
+}

@@ -1,0 +1,61 @@
+// Package rabbitmq is the acemq transport for RabbitMQ, on amqp091-go.
+//
+// The import path is github.com/acemq/acemq/transport/amqp but the package
+// is named rabbitmq, so that it never has to be aliased next to amqp091-go,
+// which is conventionally imported as amqp:
+//
+//	import (
+//		amqp "github.com/rabbitmq/amqp091-go"
+//		"github.com/acemq/acemq/transport/amqp" // package rabbitmq
+//	)
+//
+//	t, err := rabbitmq.Dial(ctx, "amqp://guest:guest@localhost:5672/",
+//		rabbitmq.WithConnectionName("orders"))
+//
+// # Connections
+//
+// A Transport holds two connections: one to consume, acknowledge and
+// declare, one to publish. A broker under a memory or disk alarm blocks a
+// publishing connection and stops reading its socket; acknowledgements on
+// the other connection still go through. While blocked, Publish fails at
+// once with transport.ErrBlocked.
+//
+// Both connections reconnect on their own, with backoff, moving on to the
+// next node given with WithURLs. After a reconnect every topology that was
+// declared successfully is declared again, in order, and every live
+// subscription resumes on a new channel: its Deliveries channel carries on.
+// Deliveries received before the reconnect are stale: settling them returns
+// transport.ErrStaleDelivery and sends nothing (the broker redelivers them).
+//
+// # Channels
+//
+// Each subscription has its own channel, with basic.qos set to its
+// prefetch; deliveries are settled on the channel they arrived on, one at a
+// time (never multiple). Each Declare and each Inspect runs on a short-lived
+// channel of its own, so that a refusal (404 transport.ErrNotFound, 403
+// transport.ErrAccessRefused, 406 transport.ErrPreconditionFailed) closes
+// only that channel.
+//
+// # Publishing
+//
+// Publishes are spread over a pool of confirm-mode channels
+// (WithPublishChannels) with at most WithInFlight of them awaiting a
+// confirm. Publish returns once the broker confirmed: Routed is false when a
+// mandatory message reached no queue (RabbitMQ returns it, then acks it).
+// Returns are matched to their publish by the x-acemq-publish-seq header,
+// which the transport adds to every message and strips from every delivery:
+// the message's own MessageID and headers stay the user's. A nack is
+// transport.ErrNacked; a confirm that did not come (the channel closed, ctx
+// ended, WithConfirmTimeout passed) is transport.ErrUnconfirmed: the
+// message may or may not have been stored, so never ack its source on it.
+//
+// # Draining
+//
+// Subscription.Cancel sends basic.cancel; Deliveries then yields what the
+// broker had already sent and closes. Settle those, then Close the
+// subscription, which closes its channel.
+//
+// # Passwords
+//
+// Passwords in broker URLs are redacted in every log line and every error.
+package rabbitmq

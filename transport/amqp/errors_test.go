@@ -1,0 +1,55 @@
+package rabbitmq
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/transport"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	plain := errors.New("boom")
+	tests := []struct {
+		name string
+		in   error
+		want error
+	}{
+		{"404", &amqp.Error{Code: 404, Reason: "NOT_FOUND - no queue 'q'"}, transport.ErrNotFound},
+		{"406", &amqp.Error{Code: 406, Reason: "PRECONDITION_FAILED - inequivalent arg"}, transport.ErrPreconditionFailed},
+		{"403", &amqp.Error{Code: 403, Reason: "ACCESS_REFUSED"}, transport.ErrAccessRefused},
+		{"wrapped 404", fmt.Errorf("x: %w", &amqp.Error{Code: 404}), transport.ErrNotFound},
+		{"closed conn", amqpconn.ErrClosed, transport.ErrClosed},
+		{"other amqp", amqp.ErrClosed, amqp.ErrClosed},
+		{"plain", plain, plain},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := classify(tt.in)
+			if !errors.Is(got, tt.want) {
+				t.Fatalf("classify(%v) = %v, want errors.Is %v", tt.in, got, tt.want)
+			}
+		})
+	}
+	if classify(nil) != nil {
+		t.Fatal("classify(nil) != nil")
+	}
+	got := classify(&amqp.Error{Code: 406, Reason: "PRECONDITION_FAILED - inequivalent arg 'x-queue-type'"})
+	if !strings.Contains(got.Error(), "inequivalent arg 'x-queue-type'") {
+		t.Fatalf("the broker's reason is lost: %v", got)
+	}
+}
+
+func TestUnconfirmedWrapsBoth(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("cause")
+	err := unconfirmed(`queue "q"`, cause)
+	if !errors.Is(err, transport.ErrUnconfirmed) || !errors.Is(err, cause) {
+		t.Fatalf("%v must wrap ErrUnconfirmed and its cause", err)
+	}
+}

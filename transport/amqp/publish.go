@@ -1,0 +1,200 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/transport"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// drainEvery is how often idle confirm channels have their returns drained;
+// well under amqp091-go's 5s drop timeout.
+const drainEvery = 500 * time.Millisecond
+
+// maxSendAttempts bounds the retries of a publish that could not be sent
+// because its channel was already closed (a message not sent is safe to
+// send again on a fresh channel).
+const maxSendAttempts = 3
+
+// publisher is the pool of confirm channels on the publish connection.
+type publisher struct {
+	conn           *amqpconn.Conn
+	window         chan struct{} // one token per publish awaiting a confirm
+	confirmTimeout time.Duration
+	slots          []*slot
+	seq            atomic.Uint64
+	next           atomic.Uint64
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newPublisher(conn *amqpconn.Conn, cfg config) *publisher {
+	p := &publisher{
+		conn:           conn,
+		window:         make(chan struct{}, cfg.inFlight),
+		confirmTimeout: cfg.confirmTimeout,
+		slots:          make([]*slot, cfg.channels),
+		stop:           make(chan struct{}),
+	}
+	for i := range p.slots {
+		p.slots[i] = newSlot()
+	}
+	p.wg.Add(1)
+	go p.drainLoop()
+	return p
+}
+
+// close stops the drain loop; the connection's close resolves whatever is
+// still in flight as unconfirmed.
+func (p *publisher) close() {
+	close(p.stop)
+	p.wg.Wait()
+}
+
+func (p *publisher) drainLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(drainEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			for _, s := range p.slots {
+				if c := s.cur.Load(); c != nil {
+					c.drain()
+				}
+			}
+		}
+	}
+}
+
+func destination(p *transport.Publishing) string {
+	if p.Exchange == "" {
+		return fmt.Sprintf("queue %q", p.RoutingKey)
+	}
+	return fmt.Sprintf("exchange %q (key %q)", p.Exchange, p.RoutingKey)
+}
+
+func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (transport.Confirmation, error) {
+	dest := destination(pub)
+	if reason, blocked := p.conn.Blocked(); blocked {
+		return transport.Confirmation{}, fmt.Errorf(
+			"acemq: publish to %s: %w (%s): the broker refuses publishes until the alarm clears",
+			dest, transport.ErrBlocked, reason)
+	}
+	headers, err := toTable(pub.Headers)
+	if err != nil {
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: header %w", dest, err)
+	}
+	if headers == nil {
+		headers = make(amqp.Table, 1)
+	}
+	seq := p.seq.Add(1)
+	headers[seqHeader] = int64(seq)
+	msg := toPublishing(pub, headers)
+
+	select {
+	case p.window <- struct{}{}:
+	case <-ctx.Done():
+		return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("not sent: %w", ctx.Err()))
+	case <-p.stop:
+		return transport.Confirmation{}, transport.ErrClosed
+	}
+	defer func() { <-p.window }()
+
+	s := p.slots[p.next.Add(1)%uint64(len(p.slots))]
+	for attempt := 1; ; attempt++ {
+		c, err := s.get(ctx, p.conn, cap(p.window))
+		if err != nil {
+			if errors.Is(err, amqpconn.ErrClosed) {
+				return transport.Confirmation{}, transport.ErrClosed
+			}
+			if isCtxErr(err) {
+				return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("not sent: %w", err))
+			}
+			return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: open channel: %w", dest, classify(err))
+		}
+		c.register(seq)
+		dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, pub.Exchange, pub.RoutingKey, pub.Mandatory, false, msg)
+		if err != nil {
+			c.forget(seq)
+			if c.ch.IsClosed() && attempt < maxSendAttempts {
+				continue
+			}
+			if isCtxErr(err) {
+				return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("not sent: %w", err))
+			}
+			return transport.Confirmation{}, unconfirmed(dest, classify(err))
+		}
+		return p.await(ctx, c, seq, dc, pub, dest)
+	}
+}
+
+// await waits for the confirm of one publish.
+func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amqp.DeferredConfirmation, pub *transport.Publishing, dest string) (transport.Confirmation, error) {
+	timer := time.NewTimer(p.confirmTimeout)
+	defer timer.Stop()
+	select {
+	case <-dc.Done():
+		if dc.Acked() {
+			return transport.Confirmation{Routed: !c.settle(seq)}, nil
+		}
+		c.forget(seq)
+		// A closed channel resolves every pending confirmation as not
+		// acked: only a channel still open has truly nacked.
+		if c.ch.IsClosed() {
+			return transport.Confirmation{}, p.closedBeforeConfirm(c, pub, dest)
+		}
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: %w", dest, transport.ErrNacked)
+	case <-ctx.Done():
+		c.forget(seq)
+		return transport.Confirmation{}, unconfirmed(dest, ctx.Err())
+	case <-timer.C:
+		c.forget(seq)
+		return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("no confirm within %s", p.confirmTimeout))
+	}
+}
+
+// closedBeforeConfirm explains a publish whose channel closed before its
+// confirm came. The outcome is unknown (other messages in flight on the
+// channel may have been stored) except when the broker closed the channel
+// because this message's exchange does not exist: then it was refused.
+func (p *publisher) closedBeforeConfirm(c *confirmCh, pub *transport.Publishing, dest string) error {
+	reason := c.closeReason()
+	if reason == nil {
+		return unconfirmed(dest, errChannelClosed)
+	}
+	if reason.Code == codeNotFound && pub.Exchange != "" &&
+		strings.Contains(reason.Reason, "exchange '"+pub.Exchange+"'") {
+		return fmt.Errorf("acemq: publish to %s: %w", dest, classify(reason))
+	}
+	return unconfirmed(dest, fmt.Errorf("%w: %s (%d)", errChannelClosed, reason.Reason, reason.Code))
+}
+
+func toPublishing(p *transport.Publishing, headers amqp.Table) amqp.Publishing {
+	return amqp.Publishing{
+		Headers:         headers,
+		ContentType:     p.ContentType,
+		ContentEncoding: p.ContentEncoding,
+		DeliveryMode:    p.DeliveryMode,
+		Priority:        p.Priority,
+		CorrelationId:   p.CorrelationID,
+		ReplyTo:         p.ReplyTo,
+		Expiration:      p.Expiration,
+		MessageId:       p.MessageID,
+		Timestamp:       p.Timestamp,
+		Type:            p.Type,
+		UserId:          p.UserID,
+		AppId:           p.AppID,
+		Body:            p.Body,
+	}
+}

@@ -1,0 +1,101 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/transport"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+)
+
+// topologies remembers what was declared, to declare it again after a
+// reconnect.
+type topologies struct {
+	log *zap.Logger
+	// mu serialises declarations with the replay, so that a topology
+	// declared while a reconnect happens is either replayed or declared on
+	// the new connection.
+	mu   sync.Mutex
+	done []transport.Topology
+}
+
+func (tp *topologies) declare(ctx context.Context, conn *amqpconn.Conn, top transport.Topology) error {
+	for {
+		c, err := conn.Connection(ctx)
+		if err != nil {
+			return fmt.Errorf("acemq: declare: %w", classify(err))
+		}
+		tp.mu.Lock()
+		err = applyTopology(c, top)
+		if err == nil {
+			tp.remember(top)
+		}
+		tp.mu.Unlock()
+		if err != nil && c.IsClosed() && ctx.Err() == nil {
+			continue // the connection died under us: declare on the next one
+		}
+		return err
+	}
+}
+
+// remember keeps top for replay unless an equal topology already is.
+func (tp *topologies) remember(top transport.Topology) {
+	for _, d := range tp.done {
+		if reflect.DeepEqual(d, top) {
+			return
+		}
+	}
+	tp.done = append(tp.done, top)
+}
+
+// redeclare is the consume connection's OnConnect hook: it replays every
+// topology in order. A refusal is logged and the replay goes on; it cannot
+// be returned to anyone.
+func (tp *topologies) redeclare(_ context.Context, c *amqp.Connection) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for _, top := range tp.done {
+		if err := applyTopology(c, top); err != nil {
+			tp.log.Error("acemq: re-declaring topology after reconnect failed", zap.Error(err))
+		}
+	}
+}
+
+// applyTopology declares top on a channel of its own, so that a refusal
+// closes only that channel.
+func applyTopology(c *amqp.Connection, top transport.Topology) error {
+	ch, err := c.Channel()
+	if err != nil {
+		return fmt.Errorf("acemq: declare: open channel: %w", classify(err))
+	}
+	defer closeChannel(ch)
+	for _, ex := range top.Exchanges {
+		kind := ex.Kind
+		if kind == "" {
+			kind = amqp.ExchangeDirect
+		}
+		if err := ch.ExchangeDeclare(ex.Name, kind, ex.Durable, false, false, false, nil); err != nil {
+			return fmt.Errorf("acemq: declare exchange %q: %w", ex.Name, classify(err))
+		}
+	}
+	for _, q := range top.Queues {
+		args, err := toTable(q.Args)
+		if err != nil {
+			return fmt.Errorf("acemq: declare queue %q: argument %w", q.Name, err)
+		}
+		if _, err := ch.QueueDeclare(q.Name, q.Durable, false, false, false, args); err != nil {
+			return fmt.Errorf("acemq: declare queue %q: %w", q.Name, classify(err))
+		}
+	}
+	for _, b := range top.Bindings {
+		if err := ch.QueueBind(b.Queue, b.Key, b.Exchange, false, nil); err != nil {
+			return fmt.Errorf("acemq: bind queue %q to exchange %q (key %q): %w", b.Queue, b.Exchange, b.Key, classify(err))
+		}
+	}
+	return nil
+}
+

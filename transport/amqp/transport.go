@@ -1,0 +1,180 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/transport"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
+)
+
+// Transport is a transport.Transport on RabbitMQ. It holds two
+// connections, one to consume (and declare) and one to publish, and
+// reconnects both on its own. Every method is safe for concurrent use.
+type Transport struct {
+	cfg     config
+	log     *zap.Logger
+	consume *amqpconn.Conn
+	publish *amqpconn.Conn
+	pub     *publisher
+	topo    topologies
+	get     *getter
+
+	mu     sync.Mutex
+	closed bool
+	subs   map[*subscription]struct{}
+	wg     sync.WaitGroup // goroutines started for subscriptions
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// Dial connects to the broker at url (amqp:// or amqps://) and returns a
+// Transport that stays connected until Close. It fails when no node of the
+// cluster answered or ctx ended first; the error never shows a password.
+func Dial(ctx context.Context, url string, opts ...Option) (*Transport, error) {
+	cfg := defaultConfig(url)
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	t := &Transport{cfg: cfg, log: cfg.logger, subs: make(map[*subscription]struct{})}
+	t.topo.log = cfg.logger
+	base := amqpconn.Config{
+		URLs:        cfg.urls,
+		TLS:         cfg.tls,
+		Heartbeat:   cfg.heartbeat,
+		DialTimeout: cfg.dialTimeout,
+		Backoff:     cfg.backoff,
+		Logger:      cfg.logger,
+	}
+	cc := base
+	cc.Name = cfg.name + " consume"
+	cc.OnConnect = t.topo.redeclare
+	consume, err := amqpconn.Open(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("acemq: dial: %w", err)
+	}
+	pc := base
+	pc.Name = cfg.name + " publish"
+	publish, err := amqpconn.Open(ctx, pc)
+	if err != nil {
+		_ = consume.Close()
+		return nil, fmt.Errorf("acemq: dial: %w", err)
+	}
+	t.consume, t.publish = consume, publish
+	t.get = newGetter(consume)
+	t.pub = newPublisher(publish, cfg)
+	return t, nil
+}
+
+// Declare applies top in order (exchanges, queues, bindings) on a channel of
+// its own and remembers it: after a reconnect every topology declared so
+// far is declared again, in order, before consuming resumes.
+func (t *Transport) Declare(ctx context.Context, top transport.Topology) error {
+	if t.isClosed() {
+		return transport.ErrClosed
+	}
+	return t.topo.declare(ctx, t.consume, top)
+}
+
+// Inspect declares queue passively on a throwaway channel.
+func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueInfo, error) {
+	if t.isClosed() {
+		return transport.QueueInfo{}, transport.ErrClosed
+	}
+	ch, err := t.consume.Channel(ctx)
+	if err != nil {
+		return transport.QueueInfo{}, fmt.Errorf("acemq: inspect queue %q: %w", queue, classify(err))
+	}
+	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	if err != nil {
+		return transport.QueueInfo{}, fmt.Errorf("acemq: inspect queue %q: %w", queue, classify(err))
+	}
+	_ = ch.Close()
+	return transport.QueueInfo{Name: q.Name, Messages: q.Messages, Consumers: q.Consumers}, nil
+}
+
+// Publish sends p on a confirm-mode channel and waits for the broker's
+// confirm. See transport.Transport for the outcomes; while the broker
+// blocks the publish connection it fails at once with transport.ErrBlocked.
+func (t *Transport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	if t.isClosed() {
+		return transport.Confirmation{}, transport.ErrClosed
+	}
+	return t.pub.publish(ctx, &p)
+}
+
+// Get takes one message with basic.get, without auto-ack. It settles on a
+// channel shared by every Get; a Get refused by the broker (a missing queue)
+// closes that channel, making earlier unsettled Get deliveries stale (the
+// broker requeues them).
+func (t *Transport) Get(ctx context.Context, queue string) (transport.Delivery, bool, error) {
+	if t.isClosed() {
+		return transport.Delivery{}, false, transport.ErrClosed
+	}
+	return t.get.get(ctx, queue)
+}
+
+// Close cancels every subscription, closes both connections (the broker
+// requeues unsettled deliveries) and returns once every goroutine the
+// Transport started has ended. It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	subs := make([]*subscription, 0, len(t.subs))
+	for s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	for _, s := range subs {
+		s.halt()
+	}
+	t.pub.close()
+	errs := []error{t.consume.Close(), t.publish.Close()}
+	t.wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("acemq: close: %w", err)
+	}
+	return nil
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// track registers a subscription so that Close can stop it; false means the
+// transport is closed.
+func (t *Transport) track(s *subscription) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.subs[s] = struct{}{}
+	t.wg.Add(1)
+	return true
+}
+
+func (t *Transport) untrack(s *subscription) {
+	t.mu.Lock()
+	delete(t.subs, s)
+	t.mu.Unlock()
+}
+
+// closeChannel closes ch unless the broker or a connection loss already did.
+func closeChannel(ch *amqp.Channel) {
+	if ch != nil && !ch.IsClosed() {
+		_ = ch.Close()
+	}
+}
