@@ -67,7 +67,7 @@ type subscription struct {
 	prefetch int
 	out      chan transport.Delivery
 
-	stop     chan struct{} // closed by halt: stop forwarding now
+	stop     chan struct{}   // closed by halt: stop forwarding now
 	ctx      context.Context // ends at halt, for waits on the broker
 	cancelFn context.CancelFunc
 	haltOnce sync.Once

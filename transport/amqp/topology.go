@@ -98,4 +98,3 @@ func applyTopology(c *amqp.Connection, top transport.Topology) error {
 	}
 	return nil
 }
-
