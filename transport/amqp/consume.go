@@ -186,6 +186,9 @@ func (s *subscription) forward(ch *amqp.Channel, deliveries <-chan amqp.Delivery
 			if !ok {
 				return true
 			}
+			if ch.IsClosed() {
+				continue // stale already: the broker redelivers it
+			}
 			select {
 			case s.out <- toDelivery(ch, s.queue, &d):
 			case <-s.stop:

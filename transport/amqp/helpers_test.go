@@ -107,3 +107,20 @@ func rabbitmqctl(tb testing.TB, node string, args ...string) string {
 	}
 	return string(out)
 }
+
+type rawChannel = *amqp.Channel
+
+// withRawURL is withRaw against url.
+func withRawURL(tb testing.TB, url string, f func(ch *amqp.Channel) error) error {
+	tb.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	return f(ch)
+}

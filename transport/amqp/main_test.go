@@ -14,7 +14,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		stopPrivateNode()
+		os.Exit(code)
+	}))
 }
 
 // brokerURL is ACEMQ_AMQP_URL. Without it the test is skipped, unless CI is
@@ -44,6 +47,12 @@ func name(tb testing.TB, suffix string) string {
 // transport at the end of the test.
 func dial(tb testing.TB, opts ...Option) *Transport {
 	tb.Helper()
+	return dialURL(tb, brokerURL(tb), opts...)
+}
+
+// dialURL is dial to a URL of the test's choosing.
+func dialURL(tb testing.TB, url string, opts ...Option) *Transport {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	opts = append([]Option{
@@ -51,7 +60,7 @@ func dial(tb testing.TB, opts ...Option) *Transport {
 		WithBackoff(50*time.Millisecond, time.Second),
 		WithConnectionName("acemq-test " + tb.Name()),
 	}, opts...)
-	tr, err := Dial(ctx, brokerURL(tb), opts...)
+	tr, err := Dial(ctx, url, opts...)
 	if err != nil {
 		tb.Fatalf("Dial: %v", err)
 	}

@@ -1,0 +1,167 @@
+package rabbitmq
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// These tests take connections or whole brokers away: they do not run in
+// parallel with the others, and act only on a vhost or node of their own.
+
+// consumeAll receives until every id in [0, n) was seen, acking each, and
+// fails after d. Duplicates (redeliveries) are fine; a missing id is a loss.
+func consumeAll(tb testing.TB, sub transport.Subscription, seen map[int]bool, n int, d time.Duration) {
+	tb.Helper()
+	deadline := time.After(d)
+	for len(seen) < n {
+		select {
+		case m, ok := <-sub.Deliveries():
+			if !ok {
+				tb.Fatalf("Deliveries closed with %d of %d seen", len(seen), n)
+			}
+			id, err := strconv.Atoi(m.MessageID)
+			if err != nil {
+				tb.Fatalf("message id %q", m.MessageID)
+			}
+			if err := m.Ack(); err != nil && !errors.Is(err, transport.ErrStaleDelivery) {
+				tb.Fatalf("Ack: %v", err)
+			} else if err == nil {
+				seen[id] = true
+			}
+		case <-deadline:
+			tb.Fatalf("only %d of %d messages within %s", len(seen), n, d)
+		}
+	}
+}
+
+// awaitStale waits until d's channel is gone.
+func awaitStale(tb testing.TB, d transport.Delivery) {
+	tb.Helper()
+	a := d.Acknowledger.(*acker)
+	for start := time.Now(); !a.ch.IsClosed(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			tb.Fatal("the delivery's channel is still open")
+		}
+	}
+}
+
+func TestReconnectAfterConnectionsClosed(t *testing.T) {
+	url, vh := freshVhost(t)
+	tr := dialURL(t, url)
+	ctx := testCtx(t, 60*time.Second)
+	q, gone := name(t, "q"), name(t, "gone")
+	err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}, {Name: gone, Durable: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	publishN(t, tr, q, 0, n)
+	sub, err := tr.Consume(ctx, q, transport.ConsumeOptions{Prefetch: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	seen := map[int]bool{}
+	consumeAll(t, sub, seen, 50, 10*time.Second)
+	held := receive(t, sub, 5*time.Second)
+	// Delete a declared queue behind the transport's back: the reconnect
+	// must declare it again.
+	if err := withRawURL(t, url, func(ch rawChannel) error { _, err := ch.QueueDelete(gone, false, false, false); return err }); err != nil {
+		t.Fatal(err)
+	}
+
+	rabbitmqctl(t, "", "close_all_connections", "-p", vh, "acemq test: forced reconnect")
+	awaitStale(t, held)
+	if err := held.Ack(); !errors.Is(err, transport.ErrStaleDelivery) {
+		t.Fatalf("Ack from before the reconnect = %v, want ErrStaleDelivery", err)
+	}
+	consumeAll(t, sub, seen, n, 30*time.Second)
+
+	publishN(t, tr, q, n, n+10)
+	consumeAll(t, sub, seen, n+10, 10*time.Second)
+	if _, err := tr.Inspect(ctx, gone); err != nil {
+		t.Fatalf("the declared queue was not declared again: %v", err)
+	}
+}
+
+func TestBrokerRestartLosesNothing(t *testing.T) {
+	node := privateNode(t)
+	tr := dialURL(t, node.url)
+	ctx := testCtx(t, 120*time.Second)
+	q := name(t, "q")
+	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	publishN(t, tr, q, 0, n)
+	sub, err := tr.Consume(ctx, q, transport.ConsumeOptions{Prefetch: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	seen := map[int]bool{}
+	consumeAll(t, sub, seen, 100, 10*time.Second)
+	held := receive(t, sub, 5*time.Second)
+
+	stopped := true
+	rabbitmqctl(t, node.name, "stop_app")
+	t.Cleanup(func() {
+		if stopped {
+			rabbitmqctl(t, node.name, "start_app")
+		}
+	})
+	awaitStale(t, held)
+	pctx := testCtx(t, 500*time.Millisecond)
+	if _, err := tr.Publish(pctx, transport.Publishing{RoutingKey: q}); !errors.Is(err, transport.ErrUnconfirmed) {
+		t.Errorf("Publish while the broker is down = %v, want ErrUnconfirmed", err)
+	}
+	rabbitmqctl(t, node.name, "start_app")
+	stopped = false
+	if err := held.Ack(); !errors.Is(err, transport.ErrStaleDelivery) {
+		t.Fatalf("Ack from before the restart = %v, want ErrStaleDelivery", err)
+	}
+	consumeAll(t, sub, seen, n, 60*time.Second)
+	publishN(t, tr, q, n, n+10)
+	consumeAll(t, sub, seen, n+10, 10*time.Second)
+}
+
+// TestFailoverToNextNode: with the first node down, the transport moves to
+// the next URL, declares its topology there and resumes consuming.
+func TestFailoverToNextNode(t *testing.T) {
+	node := privateNode(t)
+	url, _ := freshVhost(t)
+	tr := dialURL(t, node.url, WithURLs(url))
+	ctx := testCtx(t, 120*time.Second)
+	q := name(t, "q")
+	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := tr.Consume(ctx, q, transport.ConsumeOptions{Prefetch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	publishN(t, tr, q, 0, 5)
+	seen := map[int]bool{}
+	consumeAll(t, sub, seen, 5, 10*time.Second)
+
+	rabbitmqctl(t, node.name, "stop_app")
+	t.Cleanup(func() { rabbitmqctl(t, node.name, "start_app") })
+	// The second node knows nothing of q until the transport declares it.
+	for {
+		conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true,
+			Properties: transport.Properties{MessageID: "5"}})
+		if err == nil && conf.Routed {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("never published on the next node: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	consumeAll(t, sub, seen, 6, 30*time.Second)
+}
