@@ -1,5 +1,16 @@
 package acemq_test
 
-import "github.com/acemq/acemq/codec"
+import (
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/goleak"
+
+	"github.com/acemq/acemq/codec"
+)
 
 var jsonCodec = codec.JSON
+
+func attributeKey(k string) attribute.Key { return attribute.Key(k) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,168 @@
+package acemq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/memory"
+)
+
+// fixture is a server on a memory broker, with its metrics and logs.
+type fixture struct {
+	t      *testing.T
+	broker *memory.Broker
+	conn   *memory.Conn
+	srv    *acemq.Server
+	reader *sdkmetric.ManualReader
+	logs   *observer.ObservedLogs
+	runErr chan error
+}
+
+// start runs srv on a new memory broker, with a mux holding h for each
+// queue, and stops it when the test ends.
+func start(t *testing.T, srv *acemq.Server, handlers map[string]acemq.Handler) *fixture {
+	t.Helper()
+	broker := memory.New()
+	return startOn(t, broker, srv, handlers)
+}
+
+func startOn(t *testing.T, broker *memory.Broker, srv *acemq.Server, handlers map[string]acemq.Handler) *fixture {
+	t.Helper()
+	f := &fixture{t: t, broker: broker, conn: broker.Connect(), srv: srv, reader: sdkmetric.NewManualReader(), runErr: make(chan error, 1)}
+	core, logs := observer.New(zap.DebugLevel)
+	f.logs = logs
+	if srv.Handler == nil {
+		mux := acemq.NewMux()
+		for q, h := range handlers {
+			mux.Handle(q, h)
+		}
+		srv.Handler = mux
+	}
+	srv.Transport = f.conn
+	srv.Logger = zap.New(core)
+	srv.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
+	go func() { f.runErr <- srv.Run(context.Background()) }()
+	// Run has declared and subscribed once every queue has a consumer.
+	f.eventually("the server subscribes", func() bool {
+		for q := range handlers {
+			if info, err := f.conn.Inspect(context.Background(), q); err != nil || info.Consumers == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		select {
+		case <-f.runErr:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after Shutdown")
+		}
+		f.conn.Close()
+		broker.Close()
+	})
+	return f
+}
+
+// publish sends body to queue through a Publisher, as a service would.
+func (f *fixture) publish(queue, body string, headers map[string]any) acemq.PublishResult {
+	f.t.Helper()
+	pub := &acemq.Publisher{Transport: f.conn, Mandatory: true}
+	res, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: queue, Body: []byte(body), Headers: headers})
+	if err != nil {
+		f.t.Fatalf("publish to %s: %v", queue, err)
+	}
+	return res
+}
+
+// eventually waits, in real time, for cond: the server works on its own
+// goroutines.
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// advance waits until n goroutines sleep on the virtual clock, then moves
+// it by d.
+func (f *fixture) advance(n int, d time.Duration) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.broker.Clock().BlockUntil(ctx, n); err != nil {
+		f.t.Fatalf("no %d waiters on the clock to advance %v: %v", n, d, err)
+	}
+	f.broker.Clock().Advance(d)
+}
+
+// only returns the single message in queue, failing otherwise.
+func (f *fixture) only(queue string) transport.Delivery {
+	f.t.Helper()
+	f.eventually("a message in "+queue, func() bool { return f.broker.Depth(queue) > 0 })
+	got := f.broker.Peek(queue)
+	if len(got) != 1 {
+		f.t.Fatalf("%s holds %d messages, want 1", queue, len(got))
+	}
+	return got[0]
+}
+
+// counter sums a counter's points whose attributes include every pair in attrs.
+func (f *fixture) counter(name string, attrs map[string]string) int64 {
+	f.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := f.reader.Collect(context.Background(), &rm); err != nil {
+		f.t.Fatal(err)
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != name || !ok {
+				continue
+			}
+		points:
+			for _, p := range sum.DataPoints {
+				for k, v := range attrs {
+					if got, ok := p.Attributes.Value(attributeKey(k)); !ok || got.AsString() != v {
+						continue points
+					}
+				}
+				total += p.Value
+			}
+		}
+	}
+	return total
+}
+
+// stop shuts the server down with the given deadline and returns Run's and
+// Shutdown's errors.
+func (f *fixture) stop(timeout time.Duration) (shutdownErr, runErr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	shutdownErr = f.srv.Shutdown(ctx)
+	select {
+	case runErr = <-f.runErr:
+		f.runErr <- runErr // for the cleanup
+	case <-time.After(10 * time.Second):
+		f.t.Fatal("Run did not return after Shutdown")
+	}
+	return shutdownErr, runErr
+}
+
+var errBoom = errors.New("the warehouse is not answering")
