@@ -37,7 +37,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		queue:    queue,
 		tag:      tag,
 		prefetch: prefetch,
-		out:      make(chan transport.Delivery),
+		out:      make(chan transport.Delivery, prefetch),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
