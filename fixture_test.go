@@ -47,7 +47,9 @@ func startOn(t *testing.T, broker *memory.Broker, srv *acemq.Server, handlers ma
 		}
 		srv.Handler = mux
 	}
-	srv.Transport = f.conn
+	if srv.Transport == nil {
+		srv.Transport = f.conn
+	}
 	srv.Logger = zap.New(core)
 	srv.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
 	go func() { f.runErr <- srv.Run(context.Background()) }()
