@@ -27,8 +27,8 @@ type engine struct {
 
 	handlerCtx     context.Context // handlers run under it; cancelled at the deadline
 	cancelHandlers context.CancelFunc
-	cut            atomic.Bool  // the deadline passed
-	cutHandlers    atomic.Int64 // handlers it cut off
+	cut            atomic.Bool   // the deadline passed
+	cutHandlers    atomic.Int64  // handlers it cut off
 	abandon        chan struct{} // closed when the drain stops waiting for deliveries
 	workers        sync.WaitGroup
 	waits          sync.WaitGroup // in-process retry waits
@@ -96,6 +96,7 @@ func (s *Server) newEngine(ctx context.Context) (*engine, error) {
 }
 
 func (c *consumer) start() {
+	work := make(chan transport.Delivery)
 	var alive sync.WaitGroup
 	for range c.cfg.Concurrency {
 		alive.Add(1)
@@ -103,25 +104,32 @@ func (c *consumer) start() {
 		go func() {
 			defer c.e.workers.Done()
 			defer alive.Done()
-			c.work()
+			for d := range work {
+				if c.stopping() {
+					c.giveBack(d)
+					continue
+				}
+				c.handle(d)
+			}
 		}()
 	}
 	c.e.workers.Add(1)
-	go func() { // reports a subscription that ended without being asked to
+	go func() {
 		defer c.e.workers.Done()
+		c.dispatch(work)
 		alive.Wait()
-		select {
-		case <-c.e.s.stopping:
-		default:
+		if !c.stopping() {
 			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.name, transport.ErrClosed)
 		}
 	}()
 }
 
-// work handles deliveries until the subscription's channel closes or the
-// drain abandons it. Once stopping, a delivery not yet started goes straight
-// back to the broker: it is the broker's to hand to another consumer.
-func (c *consumer) work() {
+// dispatch hands deliveries to free workers until the subscription's channel
+// closes or the drain abandons it. Once stopping, a delivery not yet started
+// goes straight back to the broker: it is the broker's to hand to another
+// consumer, and holding it would make the drain as long as the queue.
+func (c *consumer) dispatch(work chan<- transport.Delivery) {
+	defer close(work)
 	deliveries := c.sub.Deliveries()
 	for {
 		select {
@@ -129,15 +137,27 @@ func (c *consumer) work() {
 			if !ok {
 				return
 			}
+			if c.stopping() {
+				c.giveBack(d)
+				continue
+			}
 			select {
+			case work <- d:
 			case <-c.e.s.stopping:
 				c.giveBack(d)
-			default:
-				c.handle(d)
 			}
 		case <-c.e.abandon:
 			return
 		}
+	}
+}
+
+func (c *consumer) stopping() bool {
+	select {
+	case <-c.e.s.stopping:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -111,7 +111,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.stopping = make(chan struct{})
 	s.done = make(chan struct{})
 	s.mu.Unlock()
-	defer close(s.done)
+	defer func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.done)
+	}()
 
 	e, err := s.newEngine(ctx)
 	if err != nil {
