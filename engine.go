@@ -30,6 +30,7 @@ type engine struct {
 	cut            atomic.Bool   // the deadline passed
 	cutHandlers    atomic.Int64  // handlers it cut off
 	abandon        chan struct{} // closed when the drain stops waiting for deliveries
+	flushWaits     chan struct{} // closed when the drain has cancelled the consumers
 	workers        sync.WaitGroup
 	waits          sync.WaitGroup // in-process retry waits
 }
@@ -53,13 +54,14 @@ func (s *Server) newEngine(ctx context.Context) (*engine, error) {
 		log = zap.NewNop()
 	}
 	e := &engine{
-		s:       s,
-		t:       s.Transport,
-		log:     log,
-		clock:   clockOf(s.Transport, s.Clock),
-		inst:    newInstruments(s.MeterProvider),
-		failed:  make(chan error, len(names)),
-		abandon: make(chan struct{}),
+		s:          s,
+		t:          s.Transport,
+		log:        log,
+		clock:      clockOf(s.Transport, s.Clock),
+		inst:       newInstruments(s.MeterProvider),
+		failed:     make(chan error, len(names)),
+		abandon:    make(chan struct{}),
+		flushWaits: make(chan struct{}),
 	}
 	if e.t == nil {
 		return nil, fmt.Errorf("acemq: Server.Transport is nil")
@@ -207,6 +209,7 @@ func (e *engine) drain(deadline time.Time) bool {
 		}
 	}
 	cancel()
+	close(e.flushWaits) // consumers cancelled: a republished wait cannot come back to us
 	finished := make(chan struct{})
 	go func() {
 		e.workers.Wait()

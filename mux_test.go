@@ -16,8 +16,14 @@ func TestMuxRoutesByQueue(t *testing.T) {
 	t.Parallel()
 	mux := acemq.NewMux()
 	var got []string
-	mux.HandleFunc("a", func(_ context.Context, m *acemq.Message) ack.Ack { got = append(got, "a:"+m.Queue()); return ack.Accept() })
-	mux.HandleFunc("b", func(_ context.Context, m *acemq.Message) ack.Ack { got = append(got, "b:"+m.Queue()); return ack.Accept() })
+	mux.HandleFunc("a", func(_ context.Context, m *acemq.Message) ack.Ack {
+		got = append(got, "a:"+m.Queue())
+		return ack.Accept()
+	})
+	mux.HandleFunc("b", func(_ context.Context, m *acemq.Message) ack.Ack {
+		got = append(got, "b:"+m.Queue())
+		return ack.Accept()
+	})
 	ctx := context.Background()
 	mux.ServeMessage(ctx, acemq.NewMessage("b", nil, nil))
 	mux.ServeMessage(ctx, acemq.NewMessage("a", nil, nil))

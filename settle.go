@@ -80,7 +80,7 @@ func (c *consumer) waitInProcess(d transport.Delivery, m *Message, delay time.Du
 		defer c.e.waits.Done()
 		select {
 		case <-c.e.clock.After(delay):
-		case <-c.e.s.stopping:
+		case <-c.e.flushWaits:
 		}
 		routed, outcome := c.publishCopy(m, d, c.name, m.Attempt()+1, "")
 		c.finishHop(d, m, c.name, routed, outcome, nil)
