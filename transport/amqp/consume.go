@@ -82,7 +82,9 @@ type subscription struct {
 var _ transport.Subscription = (*subscription)(nil)
 
 // Deliveries yields the queue's messages until Cancel has drained the
-// consumer, Close, or the broker cancelled the consumer (queue deleted).
+// consumer, Close, or the broker cancelled the consumer (queue deleted). It
+// buffers up to the prefetch; deliveries buffered when their channel died
+// are stale.
 func (s *subscription) Deliveries() <-chan transport.Delivery { return s.out }
 
 // Cancel sends basic.cancel and returns once the broker has confirmed it.
@@ -155,7 +157,7 @@ func (s *subscription) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 	defer s.t.wg.Done()
 	defer s.t.untrack(s)
 	defer close(s.done)
-	defer close(s.out)
+	defer s.closeOut()
 	for {
 		if !s.forward(ch, deliveries) {
 			return
@@ -175,6 +177,23 @@ func (s *subscription) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 			return
 		}
 	}
+}
+
+// closeOut closes Deliveries. After Close (not after Cancel) the
+// deliveries still buffered are dropped first: their channel is closing and
+// the broker requeues them.
+func (s *subscription) closeOut() {
+	select {
+	case <-s.stop:
+		for len(s.out) > 0 {
+			select {
+			case <-s.out:
+			default:
+			}
+		}
+	default:
+	}
+	close(s.out)
 }
 
 // forward hands deliveries on until the channel's deliveries close (true)

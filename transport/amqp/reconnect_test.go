@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +75,10 @@ func TestReconnectAfterConnectionsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	props := rabbitmqctl(t, "", "list_connections", "-p", vh, "client_properties")
+	if !strings.Contains(props, "acemq-test "+t.Name()+" consume") || !strings.Contains(props, "acemq-test "+t.Name()+" publish") {
+		t.Errorf("connection names not set:\n%s", props)
+	}
 	rabbitmqctl(t, "", "close_all_connections", "-p", vh, "acemq test: forced reconnect")
 	awaitStale(t, held)
 	if err := held.Ack(); !errors.Is(err, transport.ErrStaleDelivery) {

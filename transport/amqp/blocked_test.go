@@ -1,0 +1,98 @@
+package rabbitmq
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// TestBlockedPublishFailsFast raises a memory alarm on the private node:
+// publishing fails at once with ErrBlocked while acks on the consume
+// connection still go through.
+func TestBlockedPublishFailsFast(t *testing.T) {
+	node := privateNode(t)
+	tr := dialURL(t, node.url)
+	ctx := testCtx(t, 60*time.Second)
+	q := name(t, "q")
+	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, tr, q, 0, 5)
+	sub, err := tr.Consume(ctx, q, transport.ConsumeOptions{Prefetch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+
+	rabbitmqctl(t, node.name, "set_vm_memory_high_watermark", "0")
+	t.Cleanup(func() { rabbitmqctl(t, node.name, "set_vm_memory_high_watermark", "0.4") })
+	// The alarm takes effect within a moment, and the broker blocks a
+	// connection when it next publishes: keep publishing until it does.
+	for start := time.Now(); ; {
+		if _, blocked := tr.publish.Blocked(); blocked {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatal("the publish connection was never reported blocked")
+		}
+		pctx := testCtx(t, 300*time.Millisecond)
+		if _, err := tr.Publish(pctx, transport.Publishing{RoutingKey: q}); err != nil &&
+			!errors.Is(err, transport.ErrUnconfirmed) && !errors.Is(err, transport.ErrBlocked) {
+			t.Fatalf("Publish under the alarm: %v", err)
+		}
+	}
+	start := time.Now()
+	_, err = tr.Publish(ctx, transport.Publishing{RoutingKey: q})
+	if !errors.Is(err, transport.ErrBlocked) || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("Publish while blocked = %v after %s, want ErrBlocked at once", err, time.Since(start))
+	}
+	for i := range 5 {
+		d := receive(t, sub, 5*time.Second)
+		if err := d.Ack(); err != nil {
+			t.Fatalf("Ack %d while the publish connection is blocked: %v", i, err)
+		}
+	}
+	if info, err := tr.Inspect(ctx, q); err != nil || info.Messages != 0 {
+		t.Fatalf("Inspect while blocked = %+v, %v", info, err)
+	}
+
+	rabbitmqctl(t, node.name, "set_vm_memory_high_watermark", "0.4")
+	for {
+		conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true})
+		if err == nil && conf.Routed {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("never unblocked: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestDialErrorHidesPassword(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "wr0ngpassw0rd")
+	bad := u.String()
+	unreachable := "amqp://user:s3cretpw@127.0.0.1:1/"
+	ctx := testCtx(t, 20*time.Second)
+	_, err = Dial(ctx, bad, WithURLs(unreachable), WithDialTimeout(5*time.Second))
+	if err == nil {
+		t.Fatal("Dial with a wrong password succeeded")
+	}
+	for _, pw := range []string{"wr0ngpassw0rd", "s3cretpw"} {
+		if strings.Contains(err.Error(), pw) {
+			t.Fatalf("password %q in %q", pw, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "xxxxx") {
+		t.Fatalf("the error should name the redacted URLs: %v", err)
+	}
+}
