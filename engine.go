@@ -98,7 +98,6 @@ func (s *Server) newEngine(ctx context.Context) (*engine, error) {
 }
 
 func (c *consumer) start() {
-	work := make(chan transport.Delivery)
 	var alive sync.WaitGroup
 	for range c.cfg.Concurrency {
 		alive.Add(1)
@@ -106,19 +105,12 @@ func (c *consumer) start() {
 		go func() {
 			defer c.e.workers.Done()
 			defer alive.Done()
-			for d := range work {
-				if c.stopping() {
-					c.giveBack(d)
-					continue
-				}
-				c.handle(d)
-			}
+			c.work()
 		}()
 	}
 	c.e.workers.Add(1)
-	go func() {
+	go func() { // reports a subscription that ended without being asked to
 		defer c.e.workers.Done()
-		c.dispatch(work)
 		alive.Wait()
 		if !c.stopping() {
 			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.name, transport.ErrClosed)
@@ -126,12 +118,10 @@ func (c *consumer) start() {
 	}()
 }
 
-// dispatch hands deliveries to free workers until the subscription's channel
-// closes or the drain abandons it. Once stopping, a delivery not yet started
-// goes straight back to the broker: it is the broker's to hand to another
-// consumer, and holding it would make the drain as long as the queue.
-func (c *consumer) dispatch(work chan<- transport.Delivery) {
-	defer close(work)
+// work handles deliveries until the subscription's channel closes or the
+// drain abandons it. Workers read the subscription directly: no hand-off on
+// the hot path.
+func (c *consumer) work() {
 	deliveries := c.sub.Deliveries()
 	for {
 		select {
@@ -143,11 +133,26 @@ func (c *consumer) dispatch(work chan<- transport.Delivery) {
 				c.giveBack(d)
 				continue
 			}
-			select {
-			case work <- d:
-			case <-c.e.s.stopping:
-				c.giveBack(d)
+			c.handle(d)
+		case <-c.e.abandon:
+			return
+		}
+	}
+}
+
+// giveBackUnstarted runs during the drain beside the workers, which may all
+// be busy: a delivery not yet started goes straight back to the broker. It
+// is the broker's to hand to another consumer, and holding it would make
+// the drain as long as the queue.
+func (c *consumer) giveBackUnstarted() {
+	deliveries := c.sub.Deliveries()
+	for {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return
 			}
+			c.giveBack(d)
 		case <-c.e.abandon:
 			return
 		}
@@ -209,6 +214,13 @@ func (e *engine) drain(deadline time.Time) bool {
 		}
 	}
 	cancel()
+	for _, c := range e.queues {
+		e.workers.Add(1)
+		go func() {
+			defer e.workers.Done()
+			c.giveBackUnstarted()
+		}()
+	}
 	close(e.flushWaits) // consumers cancelled: a republished wait cannot come back to us
 	finished := make(chan struct{})
 	go func() {

@@ -1,0 +1,62 @@
+package acemq_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/middleware"
+	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/memory"
+)
+
+// BenchmarkServerMemory is end to end through the server on the memory
+// transport: b.N messages pre-published, then consumed through the default
+// chain (decode, max age, recover) by an accept-all handler, each acked.
+// It reports msgs/s.
+func BenchmarkServerMemory(b *testing.B) {
+	broker := memory.New(memory.WithRealClock())
+	defer broker.Close()
+	conn := broker.Connect()
+	defer conn.Close()
+	ctx := context.Background()
+	if err := conn.Declare(ctx, acemq.Topology("bench", acemq.QueueConfig{}.Retry, nil)); err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"id":12345,"customer":"c-778","lines":[{"sku":"A-1","qty":2}],"total":"41.90"}`)
+	pub := transport.Publishing{RoutingKey: "bench", Headers: map[string]any{acemq.HeaderID: "x", acemq.HeaderAttempt: int64(1)}, Body: body}
+	for range b.N {
+		if _, err := conn.Publish(ctx, pub); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var handled atomic.Int64
+	done := make(chan struct{})
+	n := int64(b.N)
+	mux := acemq.NewMux()
+	mux.Use(middleware.Decode(codec.JSON), middleware.MaxAge(time.Hour), middleware.Recover(nil))
+	mux.HandleFunc("bench", func(context.Context, *acemq.Message) ack.Ack {
+		if handled.Add(1) == n {
+			close(done)
+		}
+		return ack.Accept()
+	})
+	srv := &acemq.Server{Transport: conn, Handler: mux, Prefetch: 256}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(ctx) }()
+	<-done
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	srv.Shutdown(ctx)
+	if err := <-runErr; err != nil {
+		b.Fatal(err)
+	}
+}
