@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/acemq/acemq/transport"
 )
 
@@ -66,6 +68,10 @@ type Publisher struct {
 	Mandatory bool
 	// Clock stamps creation times; nil uses the transport's, or the wall clock.
 	Clock transport.Clock
+	// Propagator writes the trace context of Publish's ctx into the headers,
+	// so the consumer's span joins the producer's trace. Nil is W3C trace
+	// context.
+	Propagator propagation.TextMapPropagator
 }
 
 // Publish stamps the wire contract's headers (id, attempt 1, creation time),
@@ -85,6 +91,11 @@ func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, err
 	headers[HeaderCreated] = now.UnixMilli()
 	headers[HeaderExchange] = o.Exchange
 	headers[HeaderRoutingKey] = o.RoutingKey
+	prop := p.Propagator
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	prop.Inject(ctx, HeaderCarrier(headers))
 	pub := transport.Publishing{
 		Exchange:   o.Exchange,
 		RoutingKey: o.RoutingKey,
