@@ -47,8 +47,8 @@ func classify(err error) error {
 
 // unconfirmed explains why a publish has an unknown outcome, wrapping
 // transport.ErrUnconfirmed and the cause.
-func unconfirmed(dest string, cause error) error {
-	return fmt.Errorf("acemq: publish to %s: %w: %w", dest, transport.ErrUnconfirmed, cause)
+func unconfirmed(p *transport.Publishing, cause error) error {
+	return fmt.Errorf("acemq: publish to %s: %w: %w", destination(p), transport.ErrUnconfirmed, cause)
 }
 
 // isCtxErr reports whether err is a context's own error.

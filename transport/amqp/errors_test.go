@@ -48,7 +48,7 @@ func TestClassify(t *testing.T) {
 func TestUnconfirmedWrapsBoth(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("cause")
-	err := unconfirmed(`queue "q"`, cause)
+	err := unconfirmed(&transport.Publishing{RoutingKey: "q"}, cause)
 	if !errors.Is(err, transport.ErrUnconfirmed) || !errors.Is(err, cause) {
 		t.Fatalf("%v must wrap ErrUnconfirmed and its cause", err)
 	}

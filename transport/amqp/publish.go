@@ -85,15 +85,14 @@ func destination(p *transport.Publishing) string {
 }
 
 func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (transport.Confirmation, error) {
-	dest := destination(pub)
 	if reason, blocked := p.conn.Blocked(); blocked {
 		return transport.Confirmation{}, fmt.Errorf(
 			"acemq: publish to %s: %w (%s): the broker refuses publishes until the alarm clears",
-			dest, transport.ErrBlocked, reason)
+			destination(pub), transport.ErrBlocked, reason)
 	}
 	headers, err := toTable(pub.Headers)
 	if err != nil {
-		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: header %w", dest, err)
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: header %w", destination(pub), err)
 	}
 	if headers == nil {
 		headers = make(amqp.Table, 1)
@@ -105,7 +104,7 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 	select {
 	case p.window <- struct{}{}:
 	case <-ctx.Done():
-		return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("not sent: %w", ctx.Err()))
+		return transport.Confirmation{}, unconfirmed(pub, fmt.Errorf("not sent: %w", ctx.Err()))
 	case <-p.stop:
 		return transport.Confirmation{}, transport.ErrClosed
 	}
@@ -119,9 +118,9 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 				return transport.Confirmation{}, transport.ErrClosed
 			}
 			if isCtxErr(err) {
-				return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("not sent: %w", err))
+				return transport.Confirmation{}, unconfirmed(pub, fmt.Errorf("not sent: %w", err))
 			}
-			return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: open channel: %w", dest, classify(err))
+			return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: open channel: %w", destination(pub), classify(err))
 		}
 		c.register(seq)
 		dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, pub.Exchange, pub.RoutingKey, pub.Mandatory, false, msg)
@@ -131,16 +130,16 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 				continue
 			}
 			if isCtxErr(err) {
-				return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("not sent: %w", err))
+				return transport.Confirmation{}, unconfirmed(pub, fmt.Errorf("not sent: %w", err))
 			}
-			return transport.Confirmation{}, unconfirmed(dest, classify(err))
+			return transport.Confirmation{}, unconfirmed(pub, classify(err))
 		}
-		return p.await(ctx, c, seq, dc, pub, dest)
+		return p.await(ctx, c, seq, dc, pub)
 	}
 }
 
 // await waits for the confirm of one publish.
-func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amqp.DeferredConfirmation, pub *transport.Publishing, dest string) (transport.Confirmation, error) {
+func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amqp.DeferredConfirmation, pub *transport.Publishing) (transport.Confirmation, error) {
 	timer := time.NewTimer(p.confirmTimeout)
 	defer timer.Stop()
 	select {
@@ -152,15 +151,15 @@ func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amq
 		// A closed channel resolves every pending confirmation as not
 		// acked: only a channel still open has truly nacked.
 		if c.ch.IsClosed() {
-			return transport.Confirmation{}, p.closedBeforeConfirm(c, pub, dest)
+			return transport.Confirmation{}, p.closedBeforeConfirm(c, pub)
 		}
-		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: %w", dest, transport.ErrNacked)
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: %w", destination(pub), transport.ErrNacked)
 	case <-ctx.Done():
 		c.forget(seq)
-		return transport.Confirmation{}, unconfirmed(dest, ctx.Err())
+		return transport.Confirmation{}, unconfirmed(pub, ctx.Err())
 	case <-timer.C:
 		c.forget(seq)
-		return transport.Confirmation{}, unconfirmed(dest, fmt.Errorf("no confirm within %s", p.confirmTimeout))
+		return transport.Confirmation{}, unconfirmed(pub, fmt.Errorf("no confirm within %s", p.confirmTimeout))
 	}
 }
 
@@ -168,16 +167,16 @@ func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amq
 // confirm came. The outcome is unknown (other messages in flight on the
 // channel may have been stored) except when the broker closed the channel
 // because this message's exchange does not exist: then it was refused.
-func (p *publisher) closedBeforeConfirm(c *confirmCh, pub *transport.Publishing, dest string) error {
+func (p *publisher) closedBeforeConfirm(c *confirmCh, pub *transport.Publishing) error {
 	reason := c.closeReason()
 	if reason == nil {
-		return unconfirmed(dest, errChannelClosed)
+		return unconfirmed(pub, errChannelClosed)
 	}
 	if reason.Code == codeNotFound && pub.Exchange != "" &&
 		strings.Contains(reason.Reason, "exchange '"+pub.Exchange+"'") {
-		return fmt.Errorf("acemq: publish to %s: %w", dest, classify(reason))
+		return fmt.Errorf("acemq: publish to %s: %w", destination(pub), classify(reason))
 	}
-	return unconfirmed(dest, fmt.Errorf("%w: %s (%d)", errChannelClosed, reason.Reason, reason.Code))
+	return unconfirmed(pub, fmt.Errorf("%w: %s (%d)", errChannelClosed, reason.Reason, reason.Code))
 }
 
 func toPublishing(p *transport.Publishing, headers amqp.Table) amqp.Publishing {
