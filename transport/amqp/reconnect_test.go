@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -169,4 +170,52 @@ func TestFailoverToNextNode(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	consumeAll(t, sub, seen, 6, 30*time.Second)
+}
+
+// TestCloseWhileReconnecting: Close does not wait for a broker that is
+// down, and leaves no goroutine behind (goleak checks at the end).
+func TestCloseWhileReconnecting(t *testing.T) {
+	node := privateNode(t)
+	ctx := testCtx(t, 60*time.Second)
+	tr, err := Dial(ctx, node.url, WithBackoff(50*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := name(t, "q")
+	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q}}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := tr.Consume(ctx, q, transport.ConsumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rabbitmqctl(t, node.name, "stop_app")
+	t.Cleanup(func() { rabbitmqctl(t, node.name, "start_app") })
+	for {
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, err := tr.consume.Connection(short)
+		cancel()
+		if err != nil {
+			break // the connection is gone and the transport is redialling
+		}
+	}
+	pending := make(chan error, 1)
+	go func() {
+		_, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q})
+		pending <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := tr.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Close took %s while reconnecting", d)
+	}
+	if _, ok := <-sub.Deliveries(); ok {
+		t.Fatal("Deliveries open after the transport closed")
+	}
+	if err := <-pending; !errors.Is(err, transport.ErrClosed) && !errors.Is(err, transport.ErrUnconfirmed) {
+		t.Fatalf("a Publish waiting for the connection = %v, want ErrClosed or ErrUnconfirmed", err)
+	}
 }
