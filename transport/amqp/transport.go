@@ -91,17 +91,25 @@ func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueI
 	if err != nil {
 		return transport.QueueInfo{}, fmt.Errorf("acemq: inspect queue %q: %w", queue, classify(err))
 	}
+	defer closeChannel(ch)
 	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
 	if err != nil {
 		return transport.QueueInfo{}, fmt.Errorf("acemq: inspect queue %q: %w", queue, classify(err))
 	}
-	_ = ch.Close()
 	return transport.QueueInfo{Name: q.Name, Messages: q.Messages, Consumers: q.Consumers}, nil
 }
 
 // Publish sends p on a confirm-mode channel and waits for the broker's
-// confirm. See transport.Transport for the outcomes; while the broker
-// blocks the publish connection it fails at once with transport.ErrBlocked.
+// confirm. See transport.Transport for the outcomes. Routed is false only
+// for a mandatory publish that reached no queue: without Mandatory the
+// broker drops an unroutable message and says nothing. A publish to a
+// missing exchange is transport.ErrNotFound. While the broker blocks the
+// publish connection (a resource alarm) Publish fails at once with
+// transport.ErrBlocked; one already writing to the socket when the block
+// began waits until the alarm clears or ctx ends.
+//
+// The transport adds the header x-acemq-publish-seq to match basic.return
+// to its publish; deliveries never show it.
 func (t *Transport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
 	if t.isClosed() {
 		return transport.Confirmation{}, transport.ErrClosed
