@@ -105,8 +105,9 @@ func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueI
 // broker drops an unroutable message and says nothing. A publish to a
 // missing exchange is transport.ErrNotFound. While the broker blocks the
 // publish connection (a resource alarm) Publish fails at once with
-// transport.ErrBlocked; one already writing to the socket when the block
-// began waits until the alarm clears or ctx ends.
+// transport.ErrBlocked. A publish that began before the block can be stuck
+// writing to the socket, which no ctx interrupts, until the alarm clears or
+// the connection closes.
 //
 // The transport adds the header x-acemq-publish-seq to match basic.return
 // to its publish; deliveries never show it.
