@@ -1,0 +1,262 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// User is the user every connection is authenticated as. A publish whose
+// UserID names anyone else is refused, as RabbitMQ refuses it.
+const User = "guest"
+
+// Conn is one connection to a [Broker]: a [transport.Transport] that tells
+// time by the broker's clock. Get deliveries belong to the connection,
+// consumer deliveries to their subscription; closing either gives its
+// unsettled deliveries back.
+type Conn struct {
+	b *Broker
+
+	// guarded by b.mu
+	closed bool
+	subs   []*subscription
+	gets   holder
+}
+
+var (
+	_ transport.Transport = (*Conn)(nil)
+	_ transport.Clocked   = (*Conn)(nil)
+)
+
+// Clock returns the broker's clock.
+func (c *Conn) Clock() transport.Clock { return c.b.clock }
+
+// Declare applies t in order (exchanges, queues, bindings) and stops at
+// the first refusal: ErrPreconditionFailed naming the queue and argument
+// for an inequivalent redeclare, ErrAccessRefused for the default exchange
+// or an amq.* name, ErrNotFound for a binding to something missing. As on
+// RabbitMQ a refusal affects only that call.
+func (c *Conn) Declare(ctx context.Context, t transport.Topology) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	if c.closed {
+		return transport.ErrClosed
+	}
+	return c.b.declare(t)
+}
+
+// Inspect reports a queue's ready messages and consumers; a missing queue
+// is ErrNotFound.
+func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return transport.QueueInfo{}, err
+	}
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	if c.closed {
+		return transport.QueueInfo{}, transport.ErrClosed
+	}
+	q, err := c.b.lookup(queue)
+	if err != nil {
+		return transport.QueueInfo{}, err
+	}
+	return transport.QueueInfo{Name: q.name, Messages: q.ready.len(), Consumers: len(q.consumers)}, nil
+}
+
+// Publish routes p and confirms at once. A mandatory publish that reached
+// no queue is Routed false with no error; a publish that is not mandatory
+// is always Routed true, since RabbitMQ would not say. A missing exchange
+// is ErrNotFound; headers AMQP cannot carry are an error before anything
+// is routed.
+func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	if err := ctx.Err(); err != nil {
+		return transport.Confirmation{}, fmt.Errorf("%w: %w", transport.ErrUnconfirmed, err)
+	}
+	m, ttl, hasTTL, err := newMessage(p)
+	if err != nil {
+		return transport.Confirmation{}, err
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return transport.Confirmation{}, transport.ErrClosed
+	}
+	targets, ok := b.route(p.Exchange, m.routes())
+	if !ok {
+		return transport.Confirmation{}, fmt.Errorf("%w: no exchange '%s'", transport.ErrNotFound, p.Exchange)
+	}
+	var tmpl message
+	if len(targets) > 1 {
+		tmpl = *m
+	}
+	for i, q := range targets {
+		n := m
+		if i > 0 {
+			n = new(message)
+			*n = tmpl // headers and body are shared: never changed once stored
+		}
+		b.accept(q, n, ttl, hasTTL)
+	}
+	return transport.Confirmation{Routed: len(targets) > 0 || !p.Mandatory}, nil
+}
+
+// newMessage validates and copies p. The per-message TTL comes from the
+// Expiration property.
+func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL bool, err error) {
+	headers, keys, err := storeHeaders(p.Headers, p.RoutingKey)
+	if err != nil {
+		if errors.Is(err, transport.ErrPreconditionFailed) {
+			return nil, 0, false, err
+		}
+		return nil, 0, false, fmt.Errorf("memory: headers: %w", err)
+	}
+	if p.UserID != "" && p.UserID != User {
+		return nil, 0, false, fmt.Errorf("%w: user_id property set to '%s' but authenticated user was '%s'",
+			transport.ErrPreconditionFailed, p.UserID, User)
+	}
+	if p.Expiration != "" {
+		ms, err := strconv.ParseInt(p.Expiration, 10, 64)
+		if err != nil || ms < 0 {
+			return nil, 0, false, fmt.Errorf("%w: invalid expiration '%s'", transport.ErrPreconditionFailed, p.Expiration)
+		}
+		ttl, hasTTL = time.Duration(ms)*time.Millisecond, true
+	}
+	m = &message{
+		exchange:   p.Exchange,
+		routingKey: p.RoutingKey,
+		keys:       keys,
+		headers:    headers,
+		props:      p.Properties,
+	}
+	m.props.Timestamp = wholeSeconds(m.props.Timestamp)
+	if p.Body != nil {
+		m.body = append(make([]byte, 0, len(p.Body)), p.Body...)
+	}
+	return m, ttl, hasTTL, nil
+}
+
+// Consume subscribes to queue; a missing queue is ErrNotFound. Deliveries
+// are pushed as the queue fills and as earlier ones are settled: no
+// goroutine runs on the subscription's behalf.
+func (c *Conn) Consume(ctx context.Context, queue string, opts transport.ConsumeOptions) (transport.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	prefetch := opts.Prefetch
+	switch {
+	case prefetch == 0:
+		prefetch = 1
+	case prefetch < 0 || prefetch > 65535:
+		return nil, fmt.Errorf("memory: prefetch %d is outside 0..65535", opts.Prefetch)
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return nil, transport.ErrClosed
+	}
+	q, err := b.lookup(queue)
+	if err != nil {
+		return nil, err
+	}
+	tag := opts.Tag
+	for _, s := range c.subs {
+		if tag != "" && s.tag == tag {
+			return nil, fmt.Errorf("memory: attempt to reuse consumer tag '%s'", tag)
+		}
+	}
+	if tag == "" {
+		b.tags++
+		tag = "amq.ctag-memory-" + strconv.FormatUint(b.tags, 10)
+	}
+	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, ch: make(chan transport.Delivery, prefetch)}
+	c.subs = append(c.subs, s)
+	q.consumers = append(q.consumers, s)
+	b.dispatch(q)
+	return s, nil
+}
+
+// Get takes the message at the head of queue (basic.get), unacked on this
+// connection until settled; ok is false when the queue is empty.
+func (c *Conn) Get(ctx context.Context, queue string) (transport.Delivery, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return transport.Delivery{}, false, err
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return transport.Delivery{}, false, transport.ErrClosed
+	}
+	q, err := b.lookup(queue)
+	if err != nil {
+		return transport.Delivery{}, false, err
+	}
+	m := q.popFront()
+	if m == nil {
+		return transport.Delivery{}, false, nil
+	}
+	c.gets.add(m)
+	q.unacked++
+	b.scheduleExpiry(q)
+	return b.delivery(m, m), true, nil
+}
+
+// Close cancels every subscription and gives back every unsettled
+// delivery, marked redelivered; later calls return ErrClosed. It is
+// idempotent.
+func (c *Conn) Close() error {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.closeConn(c)
+	return nil
+}
+
+func (b *Broker) closeConn(c *Conn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	delete(b.conns, c)
+	for _, s := range slices.Clone(c.subs) {
+		s.closeLocked()
+	}
+	c.subs = nil
+	b.giveBack(c.gets.takeAll())
+}
+
+// giveBack requeues given-back deliveries to their queues.
+func (b *Broker) giveBack(ms []*message) {
+	byQueue := map[*queue][]*message{}
+	var order []*queue
+	for _, m := range ms {
+		if _, ok := byQueue[m.q]; !ok {
+			order = append(order, m.q)
+		}
+		byQueue[m.q] = append(byQueue[m.q], m)
+		m.q.unacked--
+	}
+	for _, q := range order {
+		b.requeue(q, byQueue[q])
+		b.dispatch(q)
+	}
+}
+
+// lookup returns a live queue, expiring what is due at its head first.
+func (b *Broker) lookup(name string) (*queue, error) {
+	q := b.queues[name]
+	if q == nil {
+		return nil, fmt.Errorf("%w: no queue '%s'", transport.ErrNotFound, name)
+	}
+	b.dispatch(q)
+	return q, nil
+}

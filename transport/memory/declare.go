@@ -1,0 +1,235 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// queueArgs are the arguments the broker acts on.
+type queueArgs struct {
+	quorum   bool
+	ttl      time.Duration
+	hasTTL   bool
+	dlx      string
+	hasDLX   bool
+	dlrk     string
+	hasDLRK  bool
+	limit    int64
+	hasLimit bool
+}
+
+// The arguments RabbitMQ 3.10 compares on a redeclare, per queue type.
+var (
+	classicArgs = []string{
+		"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+		"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
+		"x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
+	}
+	quorumArgs = []string{
+		"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
+		"x-expires", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length",
+		"x-max-in-memory-bytes", "x-overflow", "x-single-active-consumer", "x-queue-type",
+		"x-quorum-initial-group-size", "x-delivery-limit", "x-message-ttl", "x-queue-leader-locator",
+	}
+)
+
+// declare applies t in order and stops at the first refusal; each
+// declaration is atomic, and a refusal changes nothing else.
+func (b *Broker) declare(t transport.Topology) error {
+	for _, x := range t.Exchanges {
+		if err := b.declareExchange(x); err != nil {
+			return err
+		}
+	}
+	for _, q := range t.Queues {
+		if err := b.declareQueue(q); err != nil {
+			return err
+		}
+	}
+	for _, bd := range t.Bindings {
+		if err := b.bind(bd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Broker) declareExchange(d transport.Exchange) error {
+	switch {
+	case d.Name == "":
+		return fmt.Errorf("%w: operation not permitted on the default exchange", transport.ErrAccessRefused)
+	case strings.HasPrefix(d.Name, "amq."):
+		return fmt.Errorf("%w: exchange name '%s' contains reserved prefix 'amq.*'", transport.ErrAccessRefused, d.Name)
+	}
+	switch d.Kind {
+	case kindDirect, kindFanout, kindTopic, kindHeaders:
+	default:
+		return fmt.Errorf("memory: invalid exchange type '%s' for exchange '%s'", d.Kind, d.Name)
+	}
+	if x := b.exchanges[d.Name]; x != nil {
+		if x.kind != d.Kind {
+			return inequivalent("type", "exchange", d.Name, quote(d.Kind), quote(x.kind))
+		}
+		if x.durable != d.Durable {
+			return inequivalent("durable", "exchange", d.Name, quote(d.Durable), quote(x.durable))
+		}
+		return nil
+	}
+	b.exchanges[d.Name] = newExchange(d.Name, d.Kind, d.Durable)
+	return nil
+}
+
+func (b *Broker) declareQueue(d transport.Queue) error {
+	switch {
+	case d.Name == "":
+		return errors.New("memory: a queue needs a name (server-named queues are not supported)")
+	case strings.HasPrefix(d.Name, "amq."):
+		return fmt.Errorf("%w: queue name '%s' contains reserved prefix 'amq.*'", transport.ErrAccessRefused, d.Name)
+	}
+	args, err := normalizeTable(d.Args)
+	if err != nil {
+		return fmt.Errorf("memory: queue '%s' arguments: %w", d.Name, err)
+	}
+	parsed, err := parseQueueArgs(d.Name, args)
+	if err != nil {
+		return err
+	}
+	if q := b.queues[d.Name]; q != nil {
+		if q.durable != d.Durable {
+			return inequivalent("durable", "queue", d.Name, quote(d.Durable), quote(q.durable))
+		}
+		keys := classicArgs
+		if q.quorum {
+			keys = quorumArgs
+		}
+		for _, k := range keys {
+			if err := equivalentArg(d.Name, k, args, q.args); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if parsed.quorum && !d.Durable {
+		return fmt.Errorf("%w: invalid property 'non-durable' for queue '%s'", transport.ErrPreconditionFailed, d.Name)
+	}
+	q := &queue{b: b, name: d.Name, durable: d.Durable, args: args, queueArgs: parsed}
+	q.self = []*queue{q}
+	b.queues[d.Name] = q
+	return nil
+}
+
+func (b *Broker) bind(d transport.Binding) error {
+	if d.Exchange == "" {
+		return fmt.Errorf("%w: operation not permitted on the default exchange", transport.ErrAccessRefused)
+	}
+	x := b.exchanges[d.Exchange]
+	if x == nil {
+		return fmt.Errorf("%w: no exchange '%s'", transport.ErrNotFound, d.Exchange)
+	}
+	q := b.queues[d.Queue]
+	if q == nil {
+		return fmt.Errorf("%w: no queue '%s'", transport.ErrNotFound, d.Queue)
+	}
+	x.bind(q, d.Key)
+	return nil
+}
+
+// parseQueueArgs checks the arguments the broker acts on, refusing what
+// RabbitMQ refuses with PRECONDITION_FAILED.
+func parseQueueArgs(queue string, args map[string]any) (queueArgs, error) {
+	var a queueArgs
+	invalid := func(key, why string) error {
+		return fmt.Errorf("%w: invalid arg '%s' for queue '%s': %s", transport.ErrPreconditionFailed, key, queue, why)
+	}
+	if v, ok := args["x-queue-type"]; ok {
+		switch v {
+		case "classic":
+		case "quorum":
+			a.quorum = true
+		case "stream":
+			return a, fmt.Errorf("memory: queue '%s': stream queues are not supported", queue)
+		default:
+			return a, invalid("x-queue-type", fmt.Sprintf("unsupported queue type %v", v))
+		}
+	}
+	nonNegInt := func(key string) (int64, bool, error) {
+		v, ok := args[key]
+		if !ok {
+			return 0, false, nil
+		}
+		n, isInt := toInt64(v)
+		switch {
+		case !isInt:
+			return 0, false, invalid(key, fmt.Sprintf("unacceptable type %T", v))
+		case n < 0:
+			return 0, false, invalid(key, fmt.Sprintf("value %d is negative", n))
+		}
+		return n, true, nil
+	}
+	ms, ok, err := nonNegInt("x-message-ttl")
+	if err != nil {
+		return a, err
+	}
+	a.ttl, a.hasTTL = time.Duration(ms)*time.Millisecond, ok
+	if a.limit, a.hasLimit, err = nonNegInt("x-delivery-limit"); err != nil {
+		return a, err
+	}
+	if !a.quorum {
+		a.hasLimit = false // classic queues of 3.10 have no delivery limit
+	}
+	if v, ok := args["x-dead-letter-exchange"]; ok {
+		if a.dlx, a.hasDLX = v.(string); !a.hasDLX {
+			return a, invalid("x-dead-letter-exchange", fmt.Sprintf("unacceptable type %T", v))
+		}
+	}
+	if v, ok := args["x-dead-letter-routing-key"]; ok {
+		if a.dlrk, a.hasDLRK = v.(string); !a.hasDLRK {
+			return a, invalid("x-dead-letter-routing-key", fmt.Sprintf("unacceptable type %T", v))
+		}
+		if !a.hasDLX {
+			return a, invalid("x-dead-letter-routing-key",
+				"Key x-dead-letter-routing-key should be specified only if x-dead-letter-exchange is also specified")
+		}
+	}
+	return a, nil
+}
+
+// equivalentArg compares one argument of a redeclare with the queue's: all
+// integer types are one type, as RabbitMQ compares them.
+func equivalentArg(queue, key string, got, have map[string]any) error {
+	g, gok := got[key]
+	h, hok := have[key]
+	if gok == hok && (!gok || sameValue(g, h)) {
+		return nil
+	}
+	return inequivalent(key, "queue", queue, describe(g, gok), describe(h, hok))
+}
+
+func sameValue(a, b any) bool {
+	if x, ok := toInt64(a); ok {
+		y, ok := toInt64(b)
+		return ok && x == y
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func describe(v any, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprintf("the value '%v'", v)
+}
+
+func quote(v any) string { return fmt.Sprintf("'%v'", v) }
+
+// inequivalent is RabbitMQ's PRECONDITION_FAILED for a redeclare that
+// differs from what exists.
+func inequivalent(arg, kind, name, received, current string) error {
+	return fmt.Errorf("%w: inequivalent arg '%s' for %s '%s': received %s but current is %s",
+		transport.ErrPreconditionFailed, arg, kind, name, received, current)
+}

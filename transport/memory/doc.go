@@ -1,0 +1,61 @@
+// Package memory is an in-process broker that behaves like RabbitMQ 3.10,
+// with a virtual clock, for tests, examples and benchmarks of code written
+// against [transport.Transport].
+//
+//	b := memory.New()
+//	t := b.Connect() // a transport.Transport and transport.Clocked
+//	defer t.Close()
+//	srv := &acemq.Server{Transport: t, Handler: mux}
+//
+// Where it disagrees with RabbitMQ, it is wrong: the conformance suite in
+// transport/transporttest runs against both.
+//
+// # What it does like RabbitMQ
+//
+// The default exchange routes by queue name; direct, fanout, topic and
+// headers exchanges route through bindings (a headers binding has no
+// arguments here, so it matches everything). Publishes are confirmed at
+// once; a mandatory publish that reaches no queue is Routed false, a
+// missing exchange is ErrNotFound. Consumers take turns (round-robin),
+// each up to its prefetch; a rejected-with-requeue or given-back delivery
+// returns to the head of its queue, redelivered.
+//
+// Queue arguments: x-message-ttl (expiry from the head, in order),
+// x-dead-letter-exchange and x-dead-letter-routing-key (expired and
+// rejected messages are dead-lettered with RabbitMQ's x-death and
+// x-first-death-* headers, and arrive showing the dead-letter exchange and
+// key; cycles with no rejection in them are dropped), x-queue-type quorum
+// (durable only, x-delivery-count on redeliveries, x-delivery-limit). A
+// redeclare with different durability or arguments is ErrPreconditionFailed
+// naming the queue and the argument, and changes nothing else. The
+// Expiration property is honoured at the head, CC and BCC route, and a
+// UserID other than [User] is refused.
+//
+// Headers reach a consumer in the types the amqp transport delivers them:
+// int as int32 (int64 when it does not fit), unsigned integers one size
+// wider and signed, nested tables as map[string]any, timestamps in whole
+// UTC seconds. Each delivery has its own copy of headers and body.
+//
+// # Time
+//
+// The broker tells time by its [Clock]. The default virtual clock stands
+// still until a test calls [Clock.Advance], which fires timers and expires
+// messages in deadline order; [Clock.BlockUntil] waits until the code under
+// test is asleep on the clock, so a test needs no real sleep. A server on a
+// [Conn] tells time by the same clock ([transport.Clocked]).
+// [WithRealClock] runs on wall time instead, for benchmarks and examples.
+//
+// # Goroutines
+//
+// None. Deliveries are pushed into each subscription's buffered channel as
+// messages arrive and as earlier ones are settled, and expiries run inside
+// Advance. Only a real clock runs timer callbacks, which [Broker.Close]
+// stops and waits for.
+//
+// # Inspecting
+//
+// [Broker.Depth], [Broker.Unacked], [Broker.Peek], [Broker.Queue],
+// [Broker.Exchange] and [Broker.Bindings] look at the broker without
+// touching it; [Broker.DeleteQueue] and [Broker.Unbind] break it on
+// purpose, to test what the code under test does then.
+package memory

@@ -1,0 +1,261 @@
+package memory
+
+import (
+	"slices"
+	"time"
+)
+
+// queue holds ready messages oldest first and hands them to its consumers
+// round-robin, each up to its prefetch. Everything is guarded by the
+// broker's lock.
+type queue struct {
+	b       *Broker
+	self    []*queue // []*queue{q}: the default exchange's route, without allocating
+	name    string
+	durable bool
+	args    map[string]any // as declared, normalized
+	queueArgs
+
+	ready     ring
+	returned  int // quorum: returned messages at the front, served first
+	expiring  int // ready messages with a deadline
+	unacked   int
+	consumers []*subscription
+	rr        int // the consumer whose turn it is
+	deleted   bool
+
+	timer    *timer // the next expiry check
+	timerAt  time.Time
+	timerGen uint64
+	busy     bool // dispatch is running: a nested call asks it to go again
+	again    bool
+}
+
+func (q *queue) pushBack(m *message) {
+	q.ready.pushBack(m)
+	if !m.expires.IsZero() {
+		q.expiring++
+	}
+}
+
+func (q *queue) pushFront(m *message) {
+	q.ready.pushFront(m)
+	if !m.expires.IsZero() {
+		q.expiring++
+	}
+}
+
+func (q *queue) popFront() *message {
+	m := q.ready.popFront()
+	if m == nil {
+		return nil
+	}
+	if !m.expires.IsZero() {
+		q.expiring--
+	}
+	if q.returned > 0 {
+		q.returned--
+	}
+	return m
+}
+
+// nextConsumer returns the next consumer in turn that has room under its
+// prefetch, or nil.
+func (q *queue) nextConsumer() *subscription {
+	n := len(q.consumers)
+	for i := range n {
+		s := q.consumers[(q.rr+i)%n]
+		if s.held.live < s.prefetch {
+			q.rr = (q.rr + i + 1) % n
+			return s
+		}
+	}
+	return nil
+}
+
+// accept takes a freshly routed message: straight to a consumer when the
+// queue is empty and one has room (so even a zero TTL lets it through, as
+// on RabbitMQ), else to the back of the queue.
+func (b *Broker) accept(q *queue, m *message, ttl time.Duration, hasTTL bool) {
+	m.q = q
+	m.seq = b.nextSeq()
+	if q.hasTTL && (!hasTTL || q.ttl < ttl) {
+		ttl, hasTTL = q.ttl, true
+	}
+	if hasTTL {
+		m.expires = b.clock.Now().Add(ttl) // kept if it is given back
+	}
+	if q.ready.len() == 0 && !q.busy {
+		if s := q.nextConsumer(); s != nil {
+			b.deliver(s, m)
+			return
+		}
+	}
+	q.pushBack(m)
+	b.dispatch(q)
+}
+
+// dispatch expires due messages at the head and delivers the rest to
+// consumers with room, then schedules the next expiry.
+func (b *Broker) dispatch(q *queue) {
+	if q.deleted {
+		return
+	}
+	if q.busy {
+		q.again = true
+		return
+	}
+	q.busy = true
+	for {
+		q.again = false
+		b.pump(q)
+		if !q.again {
+			break
+		}
+	}
+	q.busy = false
+	b.scheduleExpiry(q)
+}
+
+func (b *Broker) pump(q *queue) {
+	var now time.Time
+	for q.ready.len() > 0 && !q.deleted {
+		if m := q.ready.front(); !m.expires.IsZero() {
+			if now.IsZero() {
+				now = b.clock.Now()
+			}
+			if !now.Before(m.expires) {
+				q.popFront()
+				b.deadLetter(q, m, reasonExpired)
+				continue
+			}
+		}
+		s := q.nextConsumer()
+		if s == nil {
+			return
+		}
+		b.deliver(s, q.popFront())
+	}
+}
+
+// scheduleExpiry arms the queue's timer for its head's deadline. Only the
+// head expires, as on RabbitMQ: a per-message TTL behind a longer-lived
+// head waits for it.
+func (b *Broker) scheduleExpiry(q *queue) {
+	if q.deleted || b.closed || q.expiring == 0 {
+		return
+	}
+	at := q.ready.front().expires
+	if at.IsZero() || (q.timer != nil && !q.timerAt.After(at)) {
+		return
+	}
+	b.stopTimer(q)
+	q.timerGen++
+	gen := q.timerGen
+	q.timerAt = at
+	q.timer = b.clock.schedule(at, func() { b.expiryDue(q, gen) }, &b.wg)
+}
+
+func (b *Broker) expiryDue(q *queue, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if q.timerGen == gen {
+		q.timer = nil
+	}
+	if !b.closed {
+		b.dispatch(q)
+	}
+}
+
+func (b *Broker) stopTimer(q *queue) {
+	if q.timer != nil {
+		b.clock.stop(q.timer)
+		q.timer = nil
+	}
+}
+
+// requeue puts settled-with-requeue or given-back messages back at the
+// head, marked redelivered. A classic queue restores their original order
+// among the ready messages; a quorum queue serves returns first, in the
+// order they came back, counts the delivery and dead-letters a message
+// past x-delivery-limit.
+func (b *Broker) requeue(q *queue, olds []*message) {
+	if q.deleted || len(olds) == 0 {
+		return
+	}
+	back := make([]*message, 0, len(olds))
+	for _, old := range olds {
+		m := old.again()
+		if q.quorum {
+			m.count++
+			if q.hasLimit && int64(m.count) > q.limit {
+				b.deadLetter(q, m, reasonDeliveryLimit)
+				continue
+			}
+		}
+		back = append(back, m)
+	}
+	if len(back) == 0 {
+		return
+	}
+	if q.quorum {
+		front := make([]*message, 0, q.returned+len(back))
+		for range q.returned {
+			front = append(front, q.ready.popFront())
+		}
+		front = append(front, back...)
+		for _, m := range front[:q.returned] {
+			if !m.expires.IsZero() {
+				q.expiring--
+			}
+		}
+		for i := len(front) - 1; i >= 0; i-- {
+			q.pushFront(front[i])
+		}
+		q.returned = len(front)
+		return
+	}
+	slices.SortFunc(back, func(a, b *message) int { return cmpSeq(a.seq, b.seq) })
+	last := back[len(back)-1].seq
+	var ahead []*message
+	for q.ready.len() > 0 && q.ready.front().seq < last {
+		ahead = append(ahead, q.popFront())
+	}
+	merged := make([]*message, 0, len(back)+len(ahead))
+	for len(back) > 0 || len(ahead) > 0 {
+		if len(ahead) == 0 || (len(back) > 0 && back[0].seq < ahead[0].seq) {
+			merged, back = append(merged, back[0]), back[1:]
+		} else {
+			merged, ahead = append(merged, ahead[0]), ahead[1:]
+		}
+	}
+	for i := len(merged) - 1; i >= 0; i-- {
+		q.pushFront(merged[i])
+	}
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// deleteQueue removes q and its bindings and cancels its consumers; its
+// messages, unacked ones included, are gone.
+func (b *Broker) deleteQueue(q *queue) {
+	q.deleted = true
+	b.stopTimer(q)
+	delete(b.queues, q.name)
+	for _, x := range b.exchanges {
+		x.unbind(q, "", true)
+	}
+	for _, s := range slices.Clone(q.consumers) {
+		s.cancelLocked()
+	}
+	q.ready.clear()
+	q.expiring, q.returned = 0, 0
+}
