@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	for i, u := range cfg.URLs {
 		conn, err := c.dial(ctx, u)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s", Redact(u), RedactError(err, u)))
+			errs = append(errs, redactErr(err, u))
 			if ctx.Err() != nil {
 				break
 			}
@@ -100,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		go c.supervise(conn)
 		return c, nil
 	}
-	return nil, fmt.Errorf("amqpconn: connect %s: %w", cfg.Name, errors.Join(errs...))
+	return nil, fmt.Errorf("connect %s: %w", cfg.Name, errors.Join(errs...))
 }
 
 // Connection returns the live connection, waiting while a reconnect is
@@ -180,7 +180,7 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	if err := cur.CloseDeadline(time.Now().Add(closeTimeout)); err != nil && !errors.Is(err, amqp.ErrClosed) {
-		return fmt.Errorf("amqpconn: close %s: %s", c.cfg.Name, RedactError(err, c.cfg.URLs...))
+		return fmt.Errorf("amqpconn: close %s: %w", c.cfg.Name, &redactedError{msg: RedactError(err, c.cfg.URLs...), err: err})
 	}
 	return nil
 }

@@ -69,3 +69,19 @@ func RedactError(err error, urls ...string) string {
 	}
 	return msg
 }
+
+// redactedError shows a redacted text but still unwraps to the original, so
+// that callers can branch on amqp091-go's errors (amqp.ErrCredentials, for
+// instance) with errors.Is.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactErr wraps err so that its text names u redacted.
+func redactErr(err error, u string) error {
+	return &redactedError{msg: Redact(u) + ": " + RedactError(err, u), err: err}
+}

@@ -63,3 +63,15 @@ func TestBackoffDelay(t *testing.T) {
 		t.Fatalf("zero Backoff must still wait, got %s", d)
 	}
 }
+
+func TestRedactErrUnwraps(t *testing.T) {
+	t.Parallel()
+	inner := errors.New("auth failed for amqp://u:pw123@h/")
+	err := redactErr(inner, "amqp://u:pw123@h/")
+	if strings.Contains(err.Error(), "pw123") {
+		t.Fatalf("password leaked: %q", err)
+	}
+	if !errors.Is(err, inner) {
+		t.Fatal("the original error is lost")
+	}
+}

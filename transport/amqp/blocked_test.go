@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/transport"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // TestBlockedPublishFailsFast raises a memory alarm on the private node:
@@ -91,6 +92,9 @@ func TestDialErrorHidesPassword(t *testing.T) {
 		if strings.Contains(err.Error(), pw) {
 			t.Fatalf("password %q in %q", pw, err)
 		}
+	}
+	if !errors.Is(err, amqp.ErrCredentials) {
+		t.Errorf("the cause must stay reachable: errors.Is(%v, amqp.ErrCredentials) is false", err)
 	}
 	if !strings.Contains(err.Error(), "xxxxx") {
 		t.Fatalf("the error should name the redacted URLs: %v", err)
