@@ -48,12 +48,18 @@ func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*c
 }
 
 func (c *confirmCh) register(seq uint64) {
+	if seq == 0 {
+		return
+	}
 	c.mu.Lock()
 	c.pending[seq] = false
 	c.mu.Unlock()
 }
 
 func (c *confirmCh) forget(seq uint64) {
+	if seq == 0 {
+		return
+	}
 	c.mu.Lock()
 	delete(c.pending, seq)
 	c.mu.Unlock()
@@ -62,6 +68,9 @@ func (c *confirmCh) forget(seq uint64) {
 // settle forgets seq and reports whether the broker returned it. Call it
 // once the publish's deferred confirmation is done.
 func (c *confirmCh) settle(seq uint64) (returned bool) {
+	if seq == 0 {
+		return false // not mandatory: never returned
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drainLocked()

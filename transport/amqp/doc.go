@@ -43,7 +43,8 @@
 // confirm. Publish returns once the broker confirmed: Routed is false when a
 // mandatory message reached no queue (RabbitMQ returns it, then acks it).
 // Returns are matched to their publish by the x-acemq-publish-seq header,
-// which the transport adds to every message and strips from every delivery:
+// which the transport adds to every mandatory message and strips from every
+// delivery:
 // the message's own MessageID and headers stay the user's. A nack is
 // transport.ErrNacked; a confirm that did not come (the channel closed, ctx
 // ended, WithConfirmTimeout passed) is transport.ErrUnconfirmed: the

@@ -94,11 +94,16 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 	if err != nil {
 		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: header %w", destination(pub), err)
 	}
-	if headers == nil {
-		headers = make(amqp.Table, 1)
+	// Only a mandatory publish can come back as a basic.return, so only it
+	// carries the id that matches the return to it; seq 0 means none.
+	var seq uint64
+	if pub.Mandatory {
+		if headers == nil {
+			headers = make(amqp.Table, 1)
+		}
+		seq = p.seq.Add(1)
+		headers[seqHeader] = int64(seq)
 	}
-	seq := p.seq.Add(1)
-	headers[seqHeader] = int64(seq)
 	msg := toPublishing(pub, headers)
 
 	select {

@@ -109,8 +109,8 @@ func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueI
 // writing to the socket, which no ctx interrupts, until the alarm clears or
 // the connection closes.
 //
-// The transport adds the header x-acemq-publish-seq to match basic.return
-// to its publish; deliveries never show it.
+// The transport adds the header x-acemq-publish-seq to a mandatory publish
+// to match a basic.return to it; deliveries never show it.
 func (t *Transport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
 	if t.isClosed() {
 		return transport.Confirmation{}, transport.ErrClosed
