@@ -1,0 +1,87 @@
+package idempotency
+
+import "time"
+
+// Option configures either store: it is both a [MemoryOption] and a
+// [PostgresOption].
+type Option interface {
+	MemoryOption
+	PostgresOption
+}
+
+// MemoryOption configures a [Memory] store. The interface is sealed: the
+// options are the With* functions of this package.
+type MemoryOption interface{ applyMemory(*memoryConfig) }
+
+// PostgresOption configures a [Postgres] store. The interface is sealed: the
+// options are the With* functions of this package.
+type PostgresOption interface{ applyPostgres(*postgresConfig) }
+
+// shared holds the settings both stores have.
+type shared struct {
+	lease time.Duration
+	now   func() time.Time // nil: the store's natural clock
+}
+
+type memoryConfig struct {
+	shared
+	maxEntries int
+}
+
+type postgresConfig struct {
+	shared
+	table     string
+	retention time.Duration
+}
+
+// WithLease sets how long an unsettled claim blocks its id; [DefaultLease]
+// unless given. The lease is what lets a message be handled after the
+// process that claimed it died mid-handler: keep it longer than the slowest
+// handler and, since a Release that fails leaves the claim in place until
+// the lease ends, not much longer than that.
+func WithLease(d time.Duration) Option { return leaseOption(d) }
+
+// WithClock replaces the store's clock, so tests can move time without
+// sleeping. A [Memory] store otherwise reads time.Now; a [Postgres] store
+// otherwise uses the database's now(), one clock for every instance, which
+// is what production wants.
+func WithClock(now func() time.Time) Option { return clockOption(now) }
+
+// WithMaxEntries bounds a [Memory] store to n ids; [DefaultMaxEntries]
+// unless given. Past it the oldest confirmed id is evicted, which is a
+// claim forgotten early: watch [Memory.Evictions].
+func WithMaxEntries(n int) MemoryOption { return maxEntriesOption(n) }
+
+// WithTable names the [Postgres] store's table, optionally schema-qualified
+// ("acemq.idempotency"); [DefaultTable] unless given. Each part is a
+// lower-case identifier of letters, digits and underscores, at most 63
+// bytes; anything else makes [NewPostgres] return [ErrInvalidTable].
+func WithTable(name string) PostgresOption { return tableOption(name) }
+
+// WithRetention sets how long a [Postgres] store remembers a confirmed id;
+// [DefaultRetention] unless given. Redeliveries and replays later than that
+// are handled again. Only [Postgres.Cleanup] deletes rows; an id past its
+// retention but not yet deleted can be claimed again all the same.
+func WithRetention(d time.Duration) PostgresOption { return retentionOption(d) }
+
+type leaseOption time.Duration
+
+func (o leaseOption) applyMemory(c *memoryConfig)     { c.lease = time.Duration(o) }
+func (o leaseOption) applyPostgres(c *postgresConfig) { c.lease = time.Duration(o) }
+
+type clockOption func() time.Time
+
+func (o clockOption) applyMemory(c *memoryConfig)     { c.now = o }
+func (o clockOption) applyPostgres(c *postgresConfig) { c.now = o }
+
+type maxEntriesOption int
+
+func (o maxEntriesOption) applyMemory(c *memoryConfig) { c.maxEntries = int(o) }
+
+type tableOption string
+
+func (o tableOption) applyPostgres(c *postgresConfig) { c.table = string(o) }
+
+type retentionOption time.Duration
+
+func (o retentionOption) applyPostgres(c *postgresConfig) { c.retention = time.Duration(o) }

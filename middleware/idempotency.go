@@ -1,0 +1,190 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.uber.org/zap"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/idempotency"
+)
+
+// MetricDuplicates counts the messages [Idempotent] accepted without calling
+// the handler, by queue.
+const MetricDuplicates = "acemq.idempotency.duplicates"
+
+// settleTimeout bounds a Confirm or Release. They run on a context that the
+// handler's cancellation does not reach: a handler cut off by shutdown still
+// gets its claim settled.
+const settleTimeout = 10 * time.Second
+
+// IdempotentOption configures [Idempotent]. The interface is sealed: the
+// options are WithIdempotencyLogger, WithIdempotencyMeterProvider and
+// WithDuplicateHook.
+type IdempotentOption interface{ applyIdempotent(*idempotentConfig) }
+
+type idempotentConfig struct {
+	log         *zap.Logger
+	mp          metric.MeterProvider
+	onDuplicate func(context.Context, *acemq.Message)
+}
+
+type idempotentOptionFunc func(*idempotentConfig)
+
+func (f idempotentOptionFunc) applyIdempotent(c *idempotentConfig) { f(c) }
+
+// WithIdempotencyLogger sets where [Idempotent] writes its debug line per
+// duplicate and its errors for a failed Confirm or Release; by default
+// nowhere.
+func WithIdempotencyLogger(log *zap.Logger) IdempotentOption {
+	return idempotentOptionFunc(func(c *idempotentConfig) { c.log = log })
+}
+
+// WithIdempotencyMeterProvider sets where the [MetricDuplicates] counter
+// goes; by default nowhere.
+func WithIdempotencyMeterProvider(mp metric.MeterProvider) IdempotentOption {
+	return idempotentOptionFunc(func(c *idempotentConfig) { c.mp = mp })
+}
+
+// WithDuplicateHook has [Idempotent] call fn for each duplicate, before
+// accepting it, on the consumer's goroutine: keep it quick.
+func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) IdempotentOption {
+	return idempotentOptionFunc(func(c *idempotentConfig) { c.onDuplicate = fn })
+}
+
+// Idempotent keeps a handler from running twice for one message id, as far
+// as its store can tell, by the sequence
+// the idempotency package describes: Claim the id before the handler,
+// Confirm it when the handler accepts, Release it on any other outcome
+// (retry, dead letter, park, requeue) and when the handler panics, before
+// the panic goes on. Releasing is what lets a retry run: without it the
+// first failure would be the last attempt.
+//
+// A refused claim means the message was handled, or is being handled by
+// another consumer right now. It is accepted without calling the handler,
+// and not silently: it adds one to [MetricDuplicates], calls the hook of
+// [WithDuplicateHook] and logs the id at debug level.
+//
+// A store that fails to Claim makes the message a retry, with the handler
+// not called. A Confirm that fails is logged and the message still
+// accepted: the work is done, and undoing an ack is not possible; the cost
+// is that a redelivery of it would run the handler again. A Release that
+// fails is logged, and leaves the claim standing until its lease ends; a
+// retry that comes sooner is taken for a duplicate and accepted, so keep
+// the lease near the slowest handler's time.
+//
+// Put Idempotent after Decode and MaxAge, which settle a message without
+// running the work, and before Recover, so a panic reaches it as a retry.
+// For handled-once across crashes, claim inside the handler's own
+// transaction instead (idempotency.Postgres.ClaimTx); do not combine the two
+// on one queue. A nil store panics.
+func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middleware {
+	if store == nil {
+		panic("acemq: middleware.Idempotent with a nil store")
+	}
+	cfg := idempotentConfig{log: zap.NewNop(), mp: noop.NewMeterProvider()}
+	for _, o := range opts {
+		o.applyIdempotent(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = zap.NewNop()
+	}
+	if cfg.mp == nil {
+		cfg.mp = noop.NewMeterProvider()
+	}
+	// Creation fails only on an invalid name, and ours is a constant; a
+	// failed instrument is a no-op one.
+	duplicates, _ := cfg.mp.Meter("github.com/acemq/acemq/middleware").Int64Counter(MetricDuplicates,
+		metric.WithUnit("{message}"),
+		metric.WithDescription("Messages accepted without calling the handler because their id was already claimed."))
+	idem := &idempotent{store: store, log: cfg.log, duplicates: duplicates, onDuplicate: cfg.onDuplicate,
+		attrs: make(map[string][]metric.AddOption)}
+	return func(next acemq.Handler) acemq.Handler {
+		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
+			return idem.serve(ctx, m, next)
+		})
+	}
+}
+
+type idempotent struct {
+	store       idempotency.Store
+	log         *zap.Logger
+	duplicates  metric.Int64Counter
+	onDuplicate func(context.Context, *acemq.Message)
+
+	mu    sync.RWMutex
+	attrs map[string][]metric.AddOption // built once per queue: Add then allocates nothing
+}
+
+func (i *idempotent) serve(ctx context.Context, m *acemq.Message, next acemq.Handler) ack.Ack {
+	won, err := i.store.Claim(ctx, m.ID())
+	if err != nil {
+		return ack.Retry(fmt.Errorf("acemq: idempotency claim failed, the handler did not run: %w", err))
+	}
+	if !won {
+		i.duplicate(ctx, m)
+		return ack.Accept()
+	}
+	settled := false
+	defer func() {
+		if !settled { // the handler panicked; the panic goes on after this
+			i.release(ctx, m, "panic")
+		}
+	}()
+	a := next.ServeMessage(ctx, m)
+	settled = true
+	if a.Outcome() == ack.OutcomeAccept {
+		i.confirm(ctx, m)
+	} else {
+		i.release(ctx, m, a.Outcome().String())
+	}
+	return a
+}
+
+func (i *idempotent) duplicate(ctx context.Context, m *acemq.Message) {
+	i.duplicates.Add(ctx, 1, i.queueAttrs(m.Queue())...)
+	if i.onDuplicate != nil {
+		i.onDuplicate(ctx, m)
+	}
+	if ce := i.log.Check(zap.DebugLevel, "acemq: duplicate accepted without calling the handler"); ce != nil {
+		ce.Write(zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()))
+	}
+}
+
+func (i *idempotent) queueAttrs(queue string) []metric.AddOption {
+	i.mu.RLock()
+	opts, ok := i.attrs[queue]
+	i.mu.RUnlock()
+	if !ok {
+		opts = []metric.AddOption{metric.WithAttributes(attribute.String("queue", queue))}
+		i.mu.Lock()
+		i.attrs[queue] = opts
+		i.mu.Unlock()
+	}
+	return opts
+}
+
+func (i *idempotent) confirm(ctx context.Context, m *acemq.Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := i.store.Confirm(ctx, m.ID()); err != nil {
+		i.log.Error("acemq: idempotency confirm failed; the message is accepted, but a redelivery of it would run the handler again",
+			zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.Error(err))
+	}
+}
+
+func (i *idempotent) release(ctx context.Context, m *acemq.Message, outcome string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := i.store.Release(ctx, m.ID()); err != nil {
+		i.log.Error("acemq: idempotency release failed; until the claim's lease ends, a retry of this message will be taken for a duplicate",
+			zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.String("outcome", outcome), zap.Error(err))
+	}
+}
