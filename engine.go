@@ -171,7 +171,12 @@ func (c *consumer) stopping() bool {
 // handle runs the handler on one delivery and settles its answer.
 func (c *consumer) handle(d transport.Delivery) {
 	m := newMessage(d, c.e.clock.Now)
+	ctx := c.e.handlerCtx
+	c.e.inst.inFlight.Add(ctx, 1, c.metrics.queueSet)
+	began := time.Now()
 	a := c.serve(m)
+	took := time.Since(began)
+	c.e.inst.inFlight.Add(ctx, -1, c.metrics.queueSet)
 	if c.e.cut.Load() && c.e.handlerCtx.Err() != nil {
 		c.e.cutHandlers.Add(1)
 		c.e.log.Warn("acemq: shutdown deadline cut the handler off; the message goes back to the broker",
@@ -179,7 +184,9 @@ func (c *consumer) handle(d transport.Delivery) {
 		c.giveBack(d) // the broker redelivers it
 		return
 	}
-	c.e.inst.handled.Add(c.e.handlerCtx, 1, c.metrics.handled[min(int(a.Outcome()), len(c.metrics.handled)-1)])
+	o := min(int(a.Outcome()), len(c.metrics.handled)-1)
+	c.e.inst.handled.Add(ctx, 1, c.metrics.handled[o])
+	c.e.inst.duration.Record(ctx, took.Seconds(), c.metrics.duration[o])
 	c.settle(d, m, a)
 }
 

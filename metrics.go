@@ -15,6 +15,9 @@ const (
 	MetricRungMissing    = "acemq.retry.rung.missing"
 	MetricHandled        = "acemq.messages.handled"
 	MetricRetries        = "acemq.retry.scheduled"
+	MetricDuration       = "acemq.handler.duration"
+	MetricInFlight       = "acemq.messages.in.flight"
+	MetricConfirmLatency = "acemq.publish.confirm.duration"
 )
 
 // meterName is the instrumentation scope of every instrument here.
@@ -26,6 +29,9 @@ type instruments struct {
 	rungMissing    metric.Int64Counter
 	handled        metric.Int64Counter
 	retries        metric.Int64Counter
+	duration       metric.Float64Histogram
+	inFlight       metric.Int64UpDownCounter
+	confirm        metric.Float64Histogram
 }
 
 func newInstruments(mp metric.MeterProvider) *instruments {
@@ -46,20 +52,30 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Messages handled, by queue and outcome."))
 	in.retries, _ = m.Int64Counter(MetricRetries,
 		metric.WithDescription("Retries scheduled, by where the wait happens (process, broker)."))
+	in.duration, _ = m.Float64Histogram(MetricDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time a handler (with its middleware) took, by queue and outcome."))
+	in.inFlight, _ = m.Int64UpDownCounter(MetricInFlight,
+		metric.WithDescription("Messages being handled now, by queue."))
+	in.confirm, _ = m.Float64Histogram(MetricConfirmLatency, metric.WithUnit("s"),
+		metric.WithDescription("Time from publish to the broker's confirm, for the library's own hops."))
 	return in
 }
 
 // queueMetrics holds the attribute options of one queue, built once so the
 // hot path does not allocate them per message.
 type queueMetrics struct {
-	handled [5]metric.AddOption // by ack.Outcome
-	queue   attribute.KeyValue
+	handled  [5]metric.AddOption    // by ack.Outcome
+	duration [5]metric.RecordOption // by ack.Outcome
+	queueSet metric.MeasurementOption
+	queue    attribute.KeyValue
 }
 
 func newQueueMetrics(queue string) *queueMetrics {
 	qm := &queueMetrics{queue: attribute.String("queue", queue)}
+	qm.queueSet = metric.WithAttributeSet(attribute.NewSet(qm.queue))
 	for o := ack.OutcomeAccept; o <= ack.OutcomeRequeue; o++ {
-		qm.handled[o] = metric.WithAttributeSet(attribute.NewSet(qm.queue, attribute.String("outcome", o.String())))
+		set := metric.WithAttributeSet(attribute.NewSet(qm.queue, attribute.String("outcome", o.String())))
+		qm.handled[o], qm.duration[o] = set, set
 	}
 	return qm
 }

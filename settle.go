@@ -154,7 +154,9 @@ func (c *consumer) publishCopy(m *Message, d transport.Delivery, queue string, a
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	began := time.Now()
 	conf, err := c.e.t.Publish(ctx, republishing(m, d, queue, attempt, reason))
+	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.metrics.queueSet)
 	switch {
 	case err == nil:
 		return conf.Routed, hopDone

@@ -82,4 +82,3 @@ func Tracing(opts ...TracingOption) acemq.Middleware {
 		})
 	}
 }
-
