@@ -2,6 +2,9 @@ package acemq_test
 
 import (
 	"context"
+
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +22,13 @@ import (
 // chain (decode, max age, recover) by an accept-all handler, each acked.
 // It reports msgs/s.
 func BenchmarkServerMemory(b *testing.B) {
+	b.Run("no-meter", func(b *testing.B) { benchServerMemory(b, nil) })
+	b.Run("sdk-meter", func(b *testing.B) {
+		benchServerMemory(b, sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))
+	})
+}
+
+func benchServerMemory(b *testing.B, mp metric.MeterProvider) {
 	broker := memory.New(memory.WithRealClock())
 	defer broker.Close()
 	conn := broker.Connect()
@@ -45,7 +55,7 @@ func BenchmarkServerMemory(b *testing.B) {
 		}
 		return ack.Accept()
 	})
-	srv := &acemq.Server{Transport: conn, Handler: mux, Prefetch: 256}
+	srv := &acemq.Server{Transport: conn, Handler: mux, Prefetch: 256, MeterProvider: mp}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()

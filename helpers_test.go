@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/codec"
 )
@@ -14,3 +15,5 @@ var jsonCodec = codec.JSON
 func attributeKey(k string) attribute.Key { return attribute.Key(k) }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func zapString(k, v string) zap.Field { return zap.String(k, v) }

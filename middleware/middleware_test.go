@@ -111,3 +111,28 @@ func TestTimeoutEndsTheHandlersContext(t *testing.T) {
 }
 
 func accept(context.Context, *acemq.Message) ack.Ack { return ack.Accept() }
+
+func TestLoggingLevelsByOutcome(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.DebugLevel)
+	log := zap.New(core)
+	m := acemq.NewMessage("orders", nil, map[string]any{"x-acemq-id": "id-7", "x-acemq-attempt": int64(2)})
+	for _, a := range []ack.Ack{ack.Accept(), ack.Retry(errors.New("busy")), ack.DeadLetter(errors.New("no such customer"))} {
+		var n int
+		middleware.Logging(log)(calls(&n, a)).ServeMessage(context.Background(), m)
+	}
+	entries := logs.All()
+	if len(entries) != 3 {
+		t.Fatalf("%d log lines, want 3", len(entries))
+	}
+	wantLevels := []string{"debug", "info", "warn"}
+	for i, e := range entries {
+		fields := e.ContextMap()
+		if e.Level.String() != wantLevels[i] || fields["queue"] != "orders" || fields["id"] != "id-7" || fields["attempt"] != int64(2) {
+			t.Errorf("line %d: %s %v", i, e.Level, fields)
+		}
+	}
+	if entries[2].ContextMap()["reason"] != "the handler rejected it: no such customer" {
+		t.Errorf("dead letter line lacks the reason: %v", entries[2].ContextMap())
+	}
+}

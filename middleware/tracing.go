@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
@@ -21,11 +20,36 @@ type tracingConfig struct {
 	prop propagation.TextMapPropagator
 }
 
+// messageCarrier reads trace context straight from a message's headers,
+// without copying them; extraction never writes.
+type messageCarrier struct{ m *acemq.Message }
+
+func (c messageCarrier) Get(key string) string {
+	switch v := c.m.Header(key).(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	}
+	return ""
+}
+
+func (c messageCarrier) Set(string, string) {}
+
+func (c messageCarrier) Keys() []string {
+	h := c.m.Headers()
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 type tracingOptionFunc func(*tracingConfig)
 
 func (f tracingOptionFunc) apply(c *tracingConfig) { f(c) }
 
-// WithTracerProvider sets where spans go; the default records nothing.
+// WithTracerProvider sets where spans go. Without one, Tracing is a no-op.
 func WithTracerProvider(tp trace.TracerProvider) TracingOption {
 	return tracingOptionFunc(func(c *tracingConfig) { c.tp = tp })
 }
@@ -42,17 +66,21 @@ func WithPropagator(p propagation.TextMapPropagator) TracingOption {
 // with an error status for anything but accept. Put it outermost, so the
 // span covers the rest of the chain. The server's copies (retries, rungs,
 // dead letters, parks) keep the message's trace context, so every attempt of
-// a message lands in one trace.
+// a message lands in one trace. Without a provider it costs nothing: the
+// handler is returned as it is.
 func Tracing(opts ...TracingOption) acemq.Middleware {
-	cfg := tracingConfig{tp: noop.NewTracerProvider(), prop: propagation.TraceContext{}}
+	cfg := tracingConfig{prop: propagation.TraceContext{}}
 	for _, o := range opts {
 		o.apply(&cfg)
+	}
+	if cfg.tp == nil {
+		return func(next acemq.Handler) acemq.Handler { return next }
 	}
 	tracer := cfg.tp.Tracer("github.com/acemq/acemq/middleware")
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
 			env := m.Envelope()
-			ctx = cfg.prop.Extract(ctx, acemq.HeaderCarrier(m.Headers()))
+			ctx = cfg.prop.Extract(ctx, messageCarrier{m})
 			ctx, span := tracer.Start(ctx, env.Queue+" process",
 				trace.WithSpanKind(trace.SpanKindConsumer),
 				trace.WithAttributes(

@@ -1,0 +1,50 @@
+package middleware
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+)
+
+// Logging writes one line per message with its queue, id, attempt, outcome
+// and duration: at debug level for an accept, at info for a retry or a
+// requeue, at warn for a dead letter or a park, with the reason. The server
+// logs separately, at warn, each message it actually gave up on. A nil log
+// is a no-op.
+func Logging(log *zap.Logger) acemq.Middleware {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return func(next acemq.Handler) acemq.Handler {
+		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
+			began := time.Now()
+			a := next.ServeMessage(ctx, m)
+			level := zapcore.DebugLevel
+			switch a.Outcome() {
+			case ack.OutcomeRetry, ack.OutcomeRequeue:
+				level = zapcore.InfoLevel
+			case ack.OutcomeDeadLetter, ack.OutcomePark:
+				level = zapcore.WarnLevel
+			}
+			if ce := log.Check(level, "acemq: handled"); ce != nil {
+				fields := []zap.Field{
+					zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()),
+					zap.String("outcome", a.Outcome().String()), zap.Duration("took", time.Since(began)),
+				}
+				if a.Err() != nil {
+					fields = append(fields, zap.Error(a.Err()))
+				}
+				if a.Reason() != "" {
+					fields = append(fields, zap.String("reason", a.Reason()))
+				}
+				ce.Write(fields...)
+			}
+			return a
+		})
+	}
+}
