@@ -306,3 +306,46 @@ func TestRepublishStripsBrokerHeaders(t *testing.T) {
 		t.Error("routed to a CC queue")
 	}
 }
+
+// TestHugeBodies: an 8 MiB body that is not JSON is parked whole; one that
+// is JSON is handled. Neither panics or loops.
+func TestHugeBodies(t *testing.T) {
+	t.Parallel()
+	h := always(ack.Accept())
+	f := start(t, &acemq.Server{}, map[string]acemq.Handler{"q": middleware.Decode(codec.JSON)(h)})
+	huge := strings.Repeat("x", 8<<20)
+	f.publish("q", huge, nil)
+	if d := f.only("q.parked"); len(d.Body) != len(huge) || !strings.HasPrefix(fmt.Sprint(d.Headers["x-acemq-error"]), "could not be decoded: ") {
+		t.Errorf("parked %d bytes, reason %v", len(d.Body), d.Headers["x-acemq-error"])
+	}
+	f.publish("q", `"`+huge+`"`, nil)
+	f.eventually("the JSON one handled", func() bool { return h.count() == 1 && f.broker.Unacked("q") == 0 })
+}
+
+// TestMalformedHeadersThroughTheServer: headers of the wrong types reach the
+// handler with safe defaults, and a retry of such a message gets the
+// contract's headers written properly.
+func TestMalformedHeadersThroughTheServer(t *testing.T) {
+	t.Parallel()
+	h := &recorder{answer: func(m *acemq.Message) ack.Ack {
+		if m.Attempt() == 1 {
+			return ack.Retry(errBoom)
+		}
+		return ack.Accept()
+	}}
+	f := start(t, &acemq.Server{Retry: retry.Fixed(2, time.Second)}, map[string]acemq.Handler{"q": h})
+	_, err := f.conn.Publish(context.Background(), transport.Publishing{RoutingKey: "q", Body: []byte("{}"), Headers: map[string]any{
+		"x-acemq-id": int64(42), "x-acemq-attempt": "one", "x-acemq-created": []any{"nope"}, "x-acemq-error": 3.5,
+		"x-acemq-exchange": map[string]any{"x": 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("attempt 1", func() bool { return h.count() == 1 })
+	f.advance(1, time.Second)
+	f.eventually("attempt 2", func() bool { return h.count() == 2 })
+	envs := h.envelopes()
+	if envs[0].ID == "" || envs[0].ID != envs[1].ID || envs[0].Attempt != 1 || envs[1].Attempt != 2 || envs[0].CreatedAt.IsZero() {
+		t.Errorf("envelopes %+v", envs)
+	}
+}
