@@ -12,7 +12,9 @@
 // int64), float32/float64, string, []byte, time.Time, nested tables as
 // map[string]any and arrays as []any. A transport hands received headers back
 // in those types, nested tables included, so code reading them does not care
-// which transport delivered the message.
+// which transport delivered the message. Integers come back at a width the
+// transport chooses (an int is sent as int32 or int64): read them with a type
+// switch, never a bare .(int).
 package transport
 
 import (
@@ -32,9 +34,12 @@ type Transport interface {
 	// Inspect checks a queue passively; a missing queue is ErrNotFound.
 	Inspect(ctx context.Context, queue string) (QueueInfo, error)
 	// Publish returns once the broker confirmed p. An unroutable mandatory
-	// publish is confirmed with Routed false and no error. A nack is
-	// ErrNacked; a confirm that never came (the channel closed, ctx ended
-	// first) is ErrUnconfirmed: the outcome is unknown.
+	// publish is confirmed with Routed false and no error; without Mandatory
+	// the broker does not say, and Routed is true. A nack is ErrNacked; a
+	// confirm that never came (the channel closed, ctx ended first) is
+	// ErrUnconfirmed: the outcome is unknown. A missing exchange is
+	// ErrNotFound; a connection the broker blocked (memory or disk alarm) is
+	// ErrBlocked, at once.
 	Publish(ctx context.Context, p Publishing) (Confirmation, error)
 	// Consume subscribes to queue. A missing queue is ErrNotFound.
 	Consume(ctx context.Context, queue string, opts ConsumeOptions) (Subscription, error)
@@ -113,12 +118,23 @@ type Delivery struct {
 	Acknowledger Acknowledger
 }
 
-// Ack acknowledges the delivery.
-func (d Delivery) Ack() error { return d.Acknowledger.Ack() }
+// Ack acknowledges the delivery. A Delivery with no Acknowledger (a zero
+// value, a peeked copy) is ErrStaleDelivery.
+func (d Delivery) Ack() error {
+	if d.Acknowledger == nil {
+		return ErrStaleDelivery
+	}
+	return d.Acknowledger.Ack()
+}
 
 // Reject rejects the delivery; with requeue false the queue's dead-letter
 // exchange, if any, takes it.
-func (d Delivery) Reject(requeue bool) error { return d.Acknowledger.Reject(requeue) }
+func (d Delivery) Reject(requeue bool) error {
+	if d.Acknowledger == nil {
+		return ErrStaleDelivery
+	}
+	return d.Acknowledger.Reject(requeue)
+}
 
 // Acknowledger settles one delivery. Settling twice, or after the channel it
 // arrived on is gone, is ErrStaleDelivery.
