@@ -1,0 +1,159 @@
+// Command bench measures acemq against raw amqp091-go and watermill in one
+// run, so that every claim is a ratio between figures taken under the same
+// load on the same machine:
+//
+//	go run . -amqp amqp://guest:guest@localhost:5672/benchdev
+//
+// Each round runs every scenario for every system in turn, rotating the
+// order of the systems from round to round; the table shows the median of
+// the rounds and the ratios of acemq to each baseline. Without a broker URL
+// (-amqp or ACEMQ_AMQP_URL) only the memory scenario runs.
+//
+// bench is a module of its own so that watermill never becomes a
+// dependency of the library.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags set.
+type config struct {
+	url        string
+	rounds     int
+	n          int // publish and consume
+	memoryN    int
+	retryN     int
+	bodySize   int
+	window     int // publishes awaiting a confirm, every system
+	channels   int // acemq and raw confirm channels
+	publishers int // publishing goroutines
+	prefetch   int
+	workers    int // acemq Server concurrency; watermill handlers in retry
+	retryDelay time.Duration
+	scenarios  []string
+	systems    []string
+	json       bool
+	cpuProfile string
+	memProfile string
+	quiet      bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.url, "amqp", os.Getenv("ACEMQ_AMQP_URL"), "RabbitMQ URL (default $ACEMQ_AMQP_URL); without it only the memory scenario runs")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every scenario for every system, the order rotating")
+	fs.IntVar(&c.n, "n", 20000, "messages per publish and consume run")
+	fs.IntVar(&c.memoryN, "memory-n", 100000, "messages per memory run")
+	fs.IntVar(&c.retryN, "retry-n", 400, "messages per retry run (half fail once)")
+	fs.IntVar(&c.bodySize, "body", 256, "body size in bytes (a JSON object)")
+	fs.IntVar(&c.window, "window", 64, "publishes awaiting a confirm at most (watermill: its channel pool size)")
+	fs.IntVar(&c.channels, "channels", 4, "confirm channels of acemq and raw amqp091-go")
+	fs.IntVar(&c.publishers, "publishers", 64, "publishing goroutines")
+	fs.IntVar(&c.prefetch, "prefetch", 100, "consumer prefetch")
+	fs.IntVar(&c.workers, "workers", 4, "acemq handler concurrency; watermill handlers on the queue in the retry scenario")
+	fs.DurationVar(&c.retryDelay, "retry-delay", 100*time.Millisecond, "retry wait (acemq: on a broker rung; watermill: a sleep in the handler)")
+	scen := fs.String("scenarios", strings.Join(scenarioNames(), ","), "scenarios to run")
+	sys := fs.String("systems", strings.Join(allSystems, ","), "systems to run")
+	fs.BoolVar(&c.json, "json", false, "print one JSON object per scenario and system instead of the table")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile, labelled by system and scenario (go tool pprof -tagfocus system=acemq)")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile at the end")
+	fs.BoolVar(&c.quiet, "q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.scenarios = splitList(*scen)
+	c.systems = splitList(*sys)
+	for _, s := range c.scenarios {
+		if scenarioByName(s) == nil {
+			return c, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(scenarioNames(), ", "))
+		}
+	}
+	for _, s := range c.systems {
+		if !isSystem(s) {
+			return c, fmt.Errorf("unknown system %q (have %s)", s, strings.Join(allSystems, ", "))
+		}
+	}
+	if c.rounds < 1 || c.n < 1 || c.memoryN < 1 || c.retryN < 2 || c.window < 1 || c.channels < 1 ||
+		c.publishers < 1 || c.prefetch < 1 || c.workers < 1 || c.bodySize < 16 {
+		return c, fmt.Errorf("counts must be positive (retry-n at least 2, body at least 16 bytes)")
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	progress := stderr
+	if cfg.quiet {
+		progress = io.Discard
+	}
+	results, err := runAll(ctx, cfg, progress)
+	if err != nil {
+		return err
+	}
+	if cfg.memProfile != "" {
+		if err := writeHeapProfile(cfg.memProfile); err != nil {
+			return err
+		}
+	}
+	rows := summarize(cfg, results)
+	if cfg.json {
+		return writeJSON(stdout, rows)
+	}
+	writeTable(stdout, cfg, rows)
+	return nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}

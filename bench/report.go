@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// targets are the issue's: acemq's msgs/s over each baseline's, in the
+// same run.
+var targets = map[string]map[string]float64{
+	"publish": {rawSys: 0.9, watermillSys: 1.5},
+	"consume": {rawSys: 0.85, watermillSys: 1.5},
+	"memory":  {watermillSys: 3},
+}
+
+// row is one scenario and system over every round: medians, and for acemq
+// the ratios to the baselines.
+type row struct {
+	Scenario       string             `json:"scenario"`
+	System         string             `json:"system"`
+	MsgsPerS       float64            `json:"msgs_per_s"`
+	PerRound       []float64          `json:"per_round_msgs_per_s"`
+	Rounds         int                `json:"rounds"`
+	N              int                `json:"n"`
+	AllocsPerMsg   float64            `json:"allocs_per_msg"`
+	BytesPerMsg    float64            `json:"bytes_per_msg"`
+	PeakHeapMiB    float64            `json:"peak_heap_mib"`
+	Ratios         map[string]float64 `json:"ratios,omitempty"` // "vs_amqp091": median of the per-round ratios
+	PeakSlotsHeld  *int               `json:"peak_slots_held,omitempty"`
+	HeldMsPerRetry *float64           `json:"held_ms_per_retry,omitempty"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func summarize(cfg config, results []result) []row {
+	var rows []row
+	for _, sc := range scenarios {
+		if !slices.Contains(cfg.scenarios, sc.name) {
+			continue
+		}
+		byRound := map[string]map[int]float64{} // system → round → msgs/s
+		for _, sys := range allSystems {
+			var rs []result
+			for _, r := range results {
+				if r.scenario == sc.name && r.system == sys {
+					rs = append(rs, r)
+				}
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			byRound[sys] = map[int]float64{}
+			var rates, allocs, bytes, heaps, holds []float64
+			peakHeld := 0
+			for _, r := range rs {
+				rates = append(rates, r.msgsPerSec())
+				allocs = append(allocs, r.allocsPerMsg)
+				bytes = append(bytes, r.bytesPerMsg)
+				heaps = append(heaps, float64(r.peakHeap)/(1<<20))
+				holds = append(holds, float64(r.heldPerRetry)/float64(time.Millisecond))
+				peakHeld = max(peakHeld, r.peakHeld)
+				byRound[sys][r.round] = r.msgsPerSec()
+			}
+			rw := row{
+				Scenario: sc.name, System: sys, MsgsPerS: median(rates), PerRound: rates, Rounds: len(rs), N: rs[0].n,
+				AllocsPerMsg: median(allocs), BytesPerMsg: median(bytes), PeakHeapMiB: median(heaps),
+			}
+			if sc.name == "retry" {
+				h, ms := peakHeld, median(holds)
+				rw.PeakSlotsHeld, rw.HeldMsPerRetry = &h, &ms
+			}
+			rows = append(rows, rw)
+		}
+		// acemq's ratios: the median over rounds of acemq's rate over the
+		// baseline's in the same round.
+		for i := range rows {
+			if rows[i].Scenario != sc.name || rows[i].System != acemqSys {
+				continue
+			}
+			for _, base := range []string{rawSys, watermillSys} {
+				var ratios []float64
+				for round, a := range byRound[acemqSys] {
+					if b, ok := byRound[base][round]; ok && b > 0 {
+						ratios = append(ratios, a/b)
+					}
+				}
+				if len(ratios) > 0 {
+					if rows[i].Ratios == nil {
+						rows[i].Ratios = map[string]float64{}
+					}
+					rows[i].Ratios["vs_"+base] = median(ratios)
+				}
+			}
+		}
+	}
+	return rows
+}
+
+func writeJSON(w io.Writer, rows []row) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeTable(w io.Writer, cfg config, rows []row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tallocs/msg\tB/msg\tpeak heap MiB\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f–%.0f\t%.1f\t%.0f\t%.1f\t\n", r.Scenario, r.System, r.N, r.MsgsPerS,
+			slices.Min(r.PerRound), slices.Max(r.PerRound), r.AllocsPerMsg, r.BytesPerMsg, r.PeakHeapMiB)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nacemq's msgs/s over each baseline's, median of the %d same-round ratios:\n", cfg.rounds)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tacemq/amqp091\tacemq/watermill\t")
+	for _, r := range rows {
+		if r.System != acemqSys || len(r.Ratios) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Scenario, ratioCell(r, rawSys), ratioCell(r, watermillSys))
+	}
+	tw.Flush()
+
+	for _, r := range rows {
+		if r.Scenario == "retry" && r.PeakSlotsHeld != nil {
+			fmt.Fprintf(w, "retry %-9s consumer slots held while waiting: peak %d, %.1f ms per retried message\n",
+				r.System, *r.PeakSlotsHeld, *r.HeldMsPerRetry)
+		}
+	}
+}
+
+func ratioCell(r row, base string) string {
+	v, ok := r.Ratios["vs_"+base]
+	if !ok {
+		return "-"
+	}
+	t, ok := targets[r.Scenario][base]
+	if !ok {
+		return fmt.Sprintf("%.2f×", v)
+	}
+	verdict := "ok"
+	if v < t {
+		verdict = "MISSED"
+	}
+	return fmt.Sprintf("%.2f× (target ≥ %.2f: %s)", v, t, verdict)
+}
