@@ -1,0 +1,236 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport"
+)
+
+// row is one claimed outbox row.
+type row struct {
+	seq           int64
+	id            string
+	exchange, key string
+	headers       []byte
+	contentType   string
+	correlationID string
+	body          []byte
+	size          int64
+	created       time.Time
+	attempts      int32
+}
+
+// batch claims due rows in a transaction, publishes them and records the
+// outcome in the same transaction. more says there may be due rows left.
+// ctx ending stops new publishes; work carries what was started to its end.
+func (r *Relay) batch(ctx, work context.Context) (more bool, err error) {
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	tx, err := r.o.pool.Begin(work)
+	if err != nil {
+		return false, fmt.Errorf("acemq: outbox relay: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(work)) }() // a no-op after Commit
+	rows, more, err := r.claim(work, tx)
+	if err != nil || len(rows) == 0 {
+		return false, err
+	}
+	results := r.publishAll(ctx, work, rows)
+	return more, r.settle(work, tx, rows, results)
+}
+
+// claim locks up to a batch of due rows in write order, skipping rows
+// another relay holds, and stops early at the batch's byte budget.
+func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]row, bool, error) {
+	res, err := tx.Query(ctx, r.o.q.claim, r.cfg.batch, inlineBody)
+	if err != nil {
+		return nil, false, fmt.Errorf("acemq: outbox relay: claim: %w", err)
+	}
+	rows, err := pgx.CollectRows(res, func(cr pgx.CollectableRow) (row, error) {
+		var x row
+		err := cr.Scan(&x.seq, &x.id, &x.exchange, &x.key, &x.headers, &x.contentType, &x.correlationID,
+			&x.body, &x.size, &x.created, &x.attempts)
+		return x, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("acemq: outbox relay: claim: %w", err)
+	}
+	more := len(rows) == r.cfg.batch
+	var used int64
+	for i := range rows {
+		if rows[i].size <= inlineBody {
+			used += rows[i].size
+			continue
+		}
+		if i > 0 && used+rows[i].size > batchBytes {
+			return rows[:i], true, nil // the rest stay for the next batch
+		}
+		if err := tx.QueryRow(ctx, r.o.q.body, rows[i].seq).Scan(&rows[i].body); err != nil {
+			return nil, false, fmt.Errorf("acemq: outbox relay: read the body of %s: %w", rows[i].id, err)
+		}
+		used += rows[i].size
+	}
+	return rows, more, nil
+}
+
+// outcome is what became of one row's publish.
+type outcome uint8
+
+const (
+	untouched  outcome = iota // not published (stopping, or the transport closed): leave the row as it is
+	published                 // confirmed and routed: delete the row
+	unroutable                // confirmed, reached no queue: keep, retry
+	failed                    // nacked, unconfirmed or refused: keep, retry
+)
+
+type result struct {
+	outcome
+	err       error
+	confirmed time.Time
+}
+
+// publishAll publishes rows starting in their order, at most concurrency
+// awaiting a confirm at once, and stops starting new ones when ctx ends.
+func (r *Relay) publishAll(ctx, work context.Context, rows []row) []result {
+	results := make([]result, len(rows))
+	sem := make(chan struct{}, r.cfg.concurrency)
+	done := make(chan struct{}, len(rows))
+	started := 0
+start:
+	for i := range rows {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break start
+		}
+		if ctx.Err() != nil {
+			<-sem
+			break
+		}
+		started++
+		go func() {
+			results[i] = r.publish(work, &rows[i])
+			<-sem
+			done <- struct{}{}
+		}()
+	}
+	for range started {
+		<-done
+	}
+	return results
+}
+
+// publish sends one row with the wire contract's headers.
+func (r *Relay) publish(ctx context.Context, x *row) result {
+	headers, err := decodeHeaders(x.headers)
+	if err != nil {
+		return result{outcome: failed, err: err}
+	}
+	stamp(headers, x)
+	c, err := r.t.Publish(ctx, transport.Publishing{
+		Exchange:   x.exchange,
+		RoutingKey: x.key,
+		Mandatory:  true,
+		Headers:    headers,
+		Properties: transport.Properties{
+			ContentType:   x.contentType,
+			CorrelationID: x.correlationID,
+			DeliveryMode:  2,
+			MessageID:     x.id,
+			Timestamp:     x.created.Truncate(time.Second),
+		},
+		Body: x.body,
+	})
+	switch {
+	case err == nil && c.Routed:
+		return result{outcome: published, confirmed: time.Now()}
+	case err == nil:
+		r.in.unroutable.Add(ctx, 1)
+		return result{outcome: unroutable, err: errUnroutable}
+	case errors.Is(err, transport.ErrClosed), ctx.Err() != nil:
+		return result{outcome: untouched, err: err}
+	case errors.Is(err, transport.ErrNacked):
+		r.in.failed.Add(ctx, 1, r.in.nacked)
+	case errors.Is(err, transport.ErrUnconfirmed):
+		r.in.failed.Add(ctx, 1, r.in.unconfirmed)
+	default:
+		r.in.failed.Add(ctx, 1, r.in.other)
+	}
+	return result{outcome: failed, err: err}
+}
+
+// errUnroutable is the last error of a row whose message reached no queue.
+var errUnroutable = errors.New("acemq: message reached no queue (confirmed, but no queue is bound for it)")
+
+// settle deletes the published rows, records the failures with their next
+// attempt, and commits. A failed commit leaves every row as it was: the
+// published ones go out again, with the same ids.
+func (r *Relay) settle(ctx context.Context, tx pgx.Tx, rows []row, results []result) error {
+	var done, seqs, delays []int64
+	var errs []string
+	closed := false
+	for i, res := range results {
+		x := &rows[i]
+		switch res.outcome {
+		case published:
+			done = append(done, x.seq)
+		case unroutable, failed:
+			wait := backoff(r.cfg.backoffMin, r.cfg.backoffMax, int(x.attempts))
+			seqs, errs, delays = append(seqs, x.seq), append(errs, res.err.Error()), append(delays, wait.Microseconds())
+			r.log.Warn("outbox message not published; it stays and will be retried",
+				zap.String("id", x.id), zap.String("exchange", x.exchange), zap.String("routing_key", x.key),
+				zap.Int32("attempts", x.attempts+1), zap.Duration("retry_in", wait), zap.Error(res.err))
+		case untouched:
+			closed = closed || errors.Is(res.err, transport.ErrClosed)
+		}
+	}
+	if len(done) > 0 {
+		if _, err := tx.Exec(ctx, r.o.q.remove, done); err != nil {
+			return r.notRecorded(len(done), err)
+		}
+	}
+	if len(seqs) > 0 {
+		if _, err := tx.Exec(ctx, r.o.q.fail, seqs, errs, delays); err != nil {
+			return r.notRecorded(len(done), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return r.notRecorded(len(done), err)
+	}
+	if len(done) > 0 {
+		r.in.published.Add(ctx, int64(len(done)))
+		for i, res := range results {
+			if res.outcome == published {
+				r.in.lag.Record(ctx, res.confirmed.Sub(rows[i].created).Seconds())
+			}
+		}
+	}
+	if closed {
+		return errClosed
+	}
+	return nil
+}
+
+// notRecorded is the error of a batch whose outcome did not commit.
+func (r *Relay) notRecorded(published int, err error) error {
+	return fmt.Errorf("acemq: outbox relay: record the batch (%d published; they stay and will be published again with the same ids): %w", published, err)
+}
+
+// stamp writes the wire contract's headers: the id of the row, attempt 1
+// (a relay's retry is not a delivery attempt), the row's creation time and
+// where it was first published.
+func stamp(h map[string]any, x *row) {
+	h[acemq.HeaderID] = x.id
+	h[acemq.HeaderAttempt] = int64(1)
+	h[acemq.HeaderCreated] = x.created.UnixMilli()
+	h[acemq.HeaderExchange] = x.exchange
+	h[acemq.HeaderRoutingKey] = x.key
+}

@@ -1,0 +1,126 @@
+// Package outbox is a transactional outbox on PostgreSQL: a service writes
+// its business change and the message it owes in one transaction, and a
+// relay publishes the message once that transaction has committed. Nothing
+// is published for a transaction that rolled back, and nothing that
+// committed is lost: a row leaves the table only after the broker
+// confirmed its message and a queue took it.
+//
+//	ob, err := outbox.New(pool)                  // pool is a *pgxpool.Pool
+//	_, err = pool.Exec(ctx, ob.CreateTableSQL()) // in a migration
+//
+//	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+//		if _, err := tx.Exec(ctx, "INSERT INTO orders ...", ...); err != nil {
+//			return err
+//		}
+//		_, err := ob.Write(ctx, tx, outbox.Message{Exchange: "orders", RoutingKey: "order.placed", Body: body})
+//		return err
+//	})
+//
+//	relay, err := outbox.NewRelay(ob, t) // t is a transport.Transport
+//	err = relay.Run(ctx)                 // until ctx ends
+//
+// # The table
+//
+// [Outbox.CreateTableSQL] creates the table (acemq_outbox unless
+// [WithTable] names another), an index on the time each row is next due,
+// and a statement trigger that NOTIFYs the relays on every insert. A NOTIFY
+// is delivered when its transaction commits, and only then, so a relay
+// wakes exactly when there is something it may publish. Rows are ordered
+// by an identity column, seq, which is the write order.
+//
+// Each row carries its message's x-acemq-id, given or generated at write
+// time. A relay that publishes a row twice (see "Duplicates") publishes the
+// same id twice, and an idempotent consumer drops the second.
+//
+// # Relaying
+//
+// A relay claims up to a batch of due rows in write order with SELECT ...
+// FOR UPDATE SKIP LOCKED, publishes each through the transport with
+// confirms, mandatory and persistent, and, in the same transaction, deletes
+// the rows whose messages were confirmed and routed. Any number of relays,
+// in one process or many, may share a table: a row is held by one claiming
+// transaction at a time, and the others skip it.
+//
+// Every message carries the wire contract's headers: x-acemq-id (also the
+// AMQP message-id), x-acemq-attempt 1, x-acemq-created (the row's
+// created_at, the writing transaction's start, in Unix milliseconds), and
+// x-acemq-exchange and x-acemq-routing-key.
+//
+// A relay wakes on the table's notifications, on a connection of its own,
+// and looks for due rows every poll interval ([WithPollInterval]) besides:
+// that is what finds a retry that came due, and rows whose notification
+// was missed while the listening connection was down.
+//
+// # What is kept
+//
+// The relay's duty is the one every AceMQ library keeps: when the copy
+// reaches no queue, keep the original. A message that was unroutable (the
+// broker confirmed it but no queue took it), nacked, not confirmed in time,
+// or refused (its exchange does not exist) stays in the table: its
+// attempts column counts the failure, last_error says what happened, and
+// next_attempt_at puts it off by a backoff that doubles per failure up to
+// a cap ([WithBackoff]). It is never dropped: once its queue or exchange
+// exists, it goes out. Watch the pending and oldest-age metrics, and
+// last_error, for rows that never will.
+//
+// Rows are deleted as soon as their message is confirmed and routed, so
+// the table holds only what is still owed and needs no cleanup.
+//
+// # Duplicates
+//
+// A row is deleted in the transaction that claimed it, after its publish
+// was confirmed. If that transaction does not commit (the relay's process
+// dies, its database connection is lost, the commit fails), the rows go
+// back to being due and are published again, with the same ids. A relay
+// that is stopped (its ctx ends) finishes the publishes it started and
+// records them, within [WithStopTimeout], rather than leave duplicates
+// behind. Messages are delivered at least once; consumers make that once
+// with the idempotency package.
+//
+// # Ordering
+//
+// Batches of one relay never overlap: each message of a batch has been
+// confirmed or has failed before the next batch is claimed, and batches
+// are claimed in write order. Within a batch, publishes are started in
+// write order, with up to [WithConcurrency] awaiting their confirm at once;
+// concurrent publishes may overtake each other on the way to the broker
+// (the RabbitMQ transport spreads them over several channels), so a
+// consumer can see messages written close together in a different order.
+// With a concurrency of one, each message is published only after the one
+// written before it was confirmed: the first publish of every message
+// follows write order exactly.
+//
+// What no setting orders: a message that failed is retried after messages
+// written later have gone out, and several relays on one table publish
+// side by side with no order between them. A consumer that needs strict
+// order runs one relay with a concurrency of one and must still expect a
+// retried message to arrive late.
+//
+// # Bad input
+//
+// [Outbox.Write] refuses what could never be published, before it touches
+// the table: a body larger than [WithMaxBodySize] ([ErrTooLarge]; 16 MiB by
+// default, RabbitMQ 4's max_message_size), a routing target that is
+// malformed (both a queue and an exchange, the default exchange with no
+// queue name, a name longer than AMQP's 255 bytes) or headers JSON cannot
+// store ([ErrInvalidMessage]).
+//
+// # Failures of the database
+//
+// A batch that fails as a whole (a lost or restarted database, a commit
+// that did not go through) is logged, the relay waits with backoff and
+// tries again; [Relay.Run] does not return for it. Whatever that batch
+// published goes out again: a duplicate, never a loss. Run returns an
+// error only when it cannot go on: the table does not exist, or the
+// transport was closed.
+//
+// # Metrics
+//
+// With [WithMeterProvider], a relay reports acemq.outbox.pending and
+// acemq.outbox.oldest.age (gauges computed from the table when metrics
+// are collected), acemq.outbox.published, acemq.outbox.unroutable,
+// acemq.outbox.publish.failed by reason (nacked, unconfirmed, error), and
+// acemq.outbox.relay.lag, a histogram of the time from a row's transaction
+// to its confirm. Times are the database's for the row and the relay's for
+// the confirm.
+package outbox

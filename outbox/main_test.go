@@ -1,0 +1,291 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/acemq/acemq/outbox"
+	"github.com/acemq/acemq/transport"
+	rabbitmq "github.com/acemq/acemq/transport/amqp"
+	"github.com/acemq/acemq/transport/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// env reads a service URL from the environment. The test skips when it is
+// unset, except under CI, where a missing service is a failure rather than
+// a silent pass.
+func env(tb testing.TB, name string) string {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("%s is not set; under CI these tests may not skip", name)
+		}
+		tb.Skipf("%s is not set", name)
+	}
+	return v
+}
+
+// postgresPool connects to ACEMQ_POSTGRES_URL with at most maxConns
+// connections, named app in pg_stat_activity (so a test can kill exactly
+// its own), and closes the pool when the test ends.
+func postgresPool(tb testing.TB, maxConns int32, app string) *pgxpool.Pool {
+	tb.Helper()
+	raw := env(tb, "ACEMQ_POSTGRES_URL")
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		tb.Fatalf("ACEMQ_POSTGRES_URL %s: %v", redact(raw), errors.Unwrap(err))
+	}
+	cfg.MaxConns = maxConns
+	if app != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", redact(raw), err)
+	}
+	tb.Cleanup(pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		tb.Fatalf("connect to %s: %v", redact(raw), err)
+	}
+	return pool
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// uniq is a name of this test's own, so runs and parallel tests never
+// collide.
+func uniq(prefix string) string { return fmt.Sprintf("%s_%012x", prefix, rand.Uint64()>>16) }
+
+// newOutbox creates an outbox on a table of its own, dropped when the test
+// ends.
+func newOutbox(tb testing.TB, pool *pgxpool.Pool, opts ...outbox.Option) *outbox.Outbox {
+	tb.Helper()
+	table := uniq("outbox_test")
+	o, err := outbox.New(pool, append([]outbox.Option{outbox.WithTable(table)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, o.CreateTableSQL()); err != nil {
+		tb.Fatalf("create %s: %v", table, err)
+	}
+	tb.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+"; DROP FUNCTION IF EXISTS "+table+"_notify()"); err != nil {
+			tb.Errorf("drop %s: %v", table, err)
+		}
+	})
+	return o
+}
+
+// write commits msgs in one transaction and returns their ids.
+func write(tb testing.TB, pool *pgxpool.Pool, o *outbox.Outbox, msgs ...outbox.Message) []string {
+	tb.Helper()
+	var ids []string
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		for _, m := range msgs {
+			id, err := o.Write(context.Background(), tx, m)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ids
+}
+
+// broker is a transport under test and how to look at its queues.
+type broker struct {
+	name string
+	// connect returns a new transport, closed when the test ends.
+	connect func(tb testing.TB) transport.Transport
+	// deleteQueue removes a queue the test declared.
+	deleteQueue func(tb testing.TB, q string)
+}
+
+// brokers are the transports every relay test runs on: the memory
+// transport always, RabbitMQ when ACEMQ_AMQP_URL is set (and under CI).
+func brokers(t *testing.T) []broker {
+	t.Helper()
+	mem := memory.New(memory.WithRealClock())
+	t.Cleanup(func() { _ = mem.Close() })
+	bs := []broker{{
+		name: "memory",
+		connect: func(tb testing.TB) transport.Transport {
+			c := mem.Connect()
+			tb.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+		deleteQueue: func(tb testing.TB, q string) { mem.DeleteQueue(q) },
+	}}
+	if os.Getenv("ACEMQ_AMQP_URL") == "" && os.Getenv("CI") == "" {
+		return bs
+	}
+	url := env(t, "ACEMQ_AMQP_URL")
+	return append(bs, broker{
+		name: "rabbitmq",
+		connect: func(tb testing.TB) transport.Transport {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := rabbitmq.Dial(ctx, url, rabbitmq.WithConnectionName(tb.Name()))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+		deleteQueue: func(tb testing.TB, q string) {
+			conn, err := amqp.Dial(url)
+			if err != nil {
+				tb.Logf("delete queue %s: %v", q, err)
+				return
+			}
+			defer conn.Close()
+			ch, err := conn.Channel()
+			if err == nil {
+				_, err = ch.QueueDelete(q, false, false, false)
+			}
+			if err != nil {
+				tb.Logf("delete queue %s: %v", q, err)
+			}
+		},
+	})
+}
+
+// declareQueue declares a durable queue, deleted when the test ends.
+func (b broker) declareQueue(tb testing.TB, tr transport.Transport, q string) {
+	tb.Helper()
+	if err := tr.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
+		tb.Fatalf("declare %s: %v", q, err)
+	}
+	tb.Cleanup(func() { b.deleteQueue(tb, q) })
+}
+
+// collector consumes a queue and keeps every delivery, acknowledged.
+type collector struct {
+	mu   sync.Mutex
+	got  []transport.Delivery
+	at   []time.Time
+	more chan struct{}
+}
+
+func collect(tb testing.TB, tr transport.Transport, q string) *collector {
+	tb.Helper()
+	sub, err := tr.Consume(context.Background(), q, transport.ConsumeOptions{Prefetch: 500})
+	if err != nil {
+		tb.Fatalf("consume %s: %v", q, err)
+	}
+	c := &collector{more: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for d := range sub.Deliveries() {
+			now := time.Now()
+			_ = d.Ack()
+			c.mu.Lock()
+			c.got, c.at = append(c.got, d), append(c.at, now)
+			c.mu.Unlock()
+			select {
+			case c.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	tb.Cleanup(func() {
+		_ = sub.Cancel(context.Background())
+		_ = sub.Close()
+		<-done
+	})
+	return c
+}
+
+// wait returns the deliveries once there are at least n, or fails the
+// test after d.
+func (c *collector) wait(tb testing.TB, n int, d time.Duration) []transport.Delivery {
+	tb.Helper()
+	deadline := time.After(d)
+	for {
+		c.mu.Lock()
+		got := append([]transport.Delivery(nil), c.got...)
+		c.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-c.more:
+		case <-deadline:
+			tb.Fatalf("%d deliveries after %s, want %d", len(got), d, n)
+		}
+	}
+}
+
+// snapshot returns what has arrived so far.
+func (c *collector) snapshot() ([]transport.Delivery, []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]transport.Delivery(nil), c.got...), append([]time.Time(nil), c.at...)
+}
+
+// run starts r and returns a stop function that cancels it and returns
+// Run's error; the test fails if Run had returned early.
+func run(tb testing.TB, r *outbox.Relay) (stop func() error) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-errc:
+			case <-time.After(30 * time.Second):
+				tb.Fatal("Run did not return within 30s of its ctx ending")
+			}
+		})
+		return err
+	}
+	tb.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func newRelay(tb testing.TB, o *outbox.Outbox, tr transport.Transport, opts ...outbox.RelayOption) *outbox.Relay {
+	tb.Helper()
+	r, err := outbox.NewRelay(o, tr, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// header reads a string header of d.
+func header(d transport.Delivery, k string) string {
+	s, _ := d.Headers[k].(string)
+	return s
+}

@@ -1,0 +1,197 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// maxRetryWait caps the relay's wait after a batch failed as a whole (a
+// lost database connection), whatever WithBackoff says.
+const maxRetryWait = 30 * time.Second
+
+// Relay publishes what an [Outbox] holds: it claims due rows in write
+// order, publishes each with confirms, mandatory and persistent, and
+// deletes a row only once the broker confirmed its message and a queue
+// took it. Several relays, in one process or many, may run on one table:
+// each row is claimed by one of them at a time (FOR UPDATE SKIP LOCKED).
+type Relay struct {
+	o   *Outbox
+	t   transport.Transport
+	cfg relayConfig
+	log *zap.Logger
+	in  *instruments
+}
+
+// NewRelay returns a relay from o to t. Like every constructor here it
+// starts nothing; [Relay.Run] does the work. A nil outbox or transport, or
+// an option value that is not positive (a batch size, a concurrency, an
+// interval, a backoff whose max is below its min), is an error.
+func NewRelay(o *Outbox, t transport.Transport, opts ...RelayOption) (*Relay, error) {
+	cfg := relayConfig{
+		batch: DefaultBatchSize, concurrency: DefaultConcurrency, poll: DefaultPollInterval,
+		backoffMin: DefaultBackoffMin, backoffMax: DefaultBackoffMax, stopTimeout: DefaultStopTimeout,
+	}
+	for _, opt := range opts {
+		opt.applyRelay(&cfg)
+	}
+	switch {
+	case o == nil:
+		return nil, errors.New("acemq: outbox.NewRelay with a nil outbox")
+	case t == nil:
+		return nil, errors.New("acemq: outbox.NewRelay with a nil transport")
+	case cfg.batch <= 0:
+		return nil, fmt.Errorf("acemq: outbox.NewRelay with a batch size of %d; it must be positive", cfg.batch)
+	case cfg.concurrency <= 0:
+		return nil, fmt.Errorf("acemq: outbox.NewRelay with a concurrency of %d; it must be positive", cfg.concurrency)
+	case cfg.poll <= 0:
+		return nil, fmt.Errorf("acemq: outbox.NewRelay with a poll interval of %s; it must be positive", cfg.poll)
+	case cfg.backoffMin <= 0 || cfg.backoffMax < cfg.backoffMin:
+		return nil, fmt.Errorf("acemq: outbox.NewRelay with a backoff from %s to %s; want 0 < min <= max", cfg.backoffMin, cfg.backoffMax)
+	case cfg.stopTimeout <= 0:
+		return nil, fmt.Errorf("acemq: outbox.NewRelay with a stop timeout of %s; it must be positive", cfg.stopTimeout)
+	}
+	log := cfg.logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("outbox", o.Table()))
+	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters)}, nil
+}
+
+// Run relays until ctx ends, then finishes the batch in hand (within
+// [WithStopTimeout]) and returns nil once every goroutine it started has
+// ended. It wakes on the outbox's notifications, and every poll interval
+// without them. Trouble that may pass (a lost database connection, a
+// broker that refuses a message) is logged and retried with backoff, and
+// Run carries on; it returns an error only when relaying cannot go on: the
+// table does not exist (create it with [Outbox.CreateTableSQL]), or the
+// transport was closed (wrapping transport.ErrClosed).
+//
+// Run may be called again after it returned, and several Runs of one Relay
+// may run at once: each behaves as a relay of its own.
+func (r *Relay) Run(ctx context.Context) error {
+	if reg, err := r.in.observe(r.o); err == nil {
+		defer func() { _ = reg.Unregister() }()
+	}
+	work, stopWork := r.workContext(ctx)
+	defer stopWork()
+
+	wake := make(chan struct{}, 1)
+	lctx, stopListening := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.listen(lctx, wake)
+	}()
+	defer func() {
+		stopListening()
+		wg.Wait()
+	}()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	failures := 0
+	for {
+		more, err := r.batch(ctx, work)
+		switch {
+		case err == nil:
+			failures = 0
+		case isFatal(err):
+			r.log.Error("outbox relay stopped", zap.Error(err))
+			return err
+		default:
+			failures++
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := r.cfg.poll
+		switch {
+		case err != nil:
+			wait = backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures-1)
+			r.log.Error("outbox relay batch failed; retrying", zap.Error(err),
+				zap.Int("failures", failures), zap.Duration("retry_in", wait))
+		case more:
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+			if err != nil { // a notification does not cut a backoff short
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-timer.C:
+				}
+			}
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// workContext is the context of a batch's database work and publishes: it
+// outlives ctx by the stop timeout, so that a stopping relay records what
+// it published instead of publishing it again later.
+func (r *Relay) workContext(ctx context.Context) (context.Context, func()) {
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	finished := false
+	stopWatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			timer = time.AfterFunc(r.cfg.stopTimeout, cancel)
+		}
+	})
+	return work, func() {
+		stopWatch()
+		mu.Lock()
+		finished = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// errClosed is the batch error that ends Run: the transport is gone.
+var errClosed = fmt.Errorf("acemq: outbox relay: %w", transport.ErrClosed)
+
+// isFatal says whether err stops Run: a missing table or column (a
+// migration not run), or a closed transport. Everything else may pass.
+func isFatal(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "42P01" || pgErr.Code == "42703" // undefined_table, undefined_column
+	}
+	return errors.Is(err, transport.ErrClosed)
+}
+
+// backoff is lo doubled n times, capped at hi.
+func backoff(lo, hi time.Duration, n int) time.Duration {
+	d := lo
+	for i := 0; i < n && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
