@@ -1,0 +1,194 @@
+// Command acemq is the operator's command line for acemq queues: see what a
+// retry policy does, look at dead letters without taking them, put them back
+// once the cause is fixed, and declare a queue's topology for services that
+// run without configure rights.
+//
+//	acemq schedule --queue shipping.orders --attempts 6 --initial 10s --max 10m
+//	acemq peek     --queue orders.dlq --limit 20
+//	acemq replay   --queue orders --from dlq --match warehouse --limit 500
+//	acemq topology --queue orders --attempts 5 --initial 1s --max 1m --apply
+//
+// The broker URL comes from --url or ACEMQ_AMQP_URL. Passwords are never
+// printed. Every command takes --json. Exit status: 0 done, 1 failed, 2 the
+// command line was wrong.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/transport"
+	rabbitmq "github.com/acemq/acemq/transport/amqp"
+)
+
+// EnvURL is the environment variable read when --url is not given.
+const EnvURL = "ACEMQ_AMQP_URL"
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line was wrong
+)
+
+const usage = `acemq: the operator's command line for acemq queues.
+
+Usage:
+  acemq <command> [flags]
+
+Commands:
+  schedule   print the retry ladder a policy makes: each wait, and whether it
+             is held in the process or on which rung queue (no broker needed)
+  peek       list the messages of a queue (id, attempt, age, reason) and give
+             them all back: nothing is consumed
+  replay     move dead letters (or parked messages) back to their queue, once
+             the cause is fixed
+  topology   print the declarations a consumer of a queue makes, or apply
+             them with --apply (for services that run with declare off)
+
+Run "acemq <command> --help" for a command's flags.
+The broker URL is --url, or $ACEMQ_AMQP_URL. Passwords are never printed.
+Exit status: 0 done, 1 failed, 2 wrong command line.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, dialRabbitMQ))
+}
+
+func dialRabbitMQ(ctx context.Context, url string) (transport.Transport, error) {
+	return rabbitmq.Dial(ctx, url, rabbitmq.WithConnectionName("acemq-cli"), rabbitmq.WithDialTimeout(15*time.Second))
+}
+
+// run is the whole command line: main wires it to the process, tests to a
+// memory broker.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func(ctx context.Context, url string) (transport.Transport, error)) int {
+	a := &app{ctx: ctx, stdout: stdout, stderr: stderr, dial: dial, getenv: os.Getenv, now: time.Now}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmds := map[string]func([]string) int{
+		"schedule": a.schedule,
+		"peek":     a.peek,
+		"replay":   a.replay,
+		"topology": a.topology,
+	}
+	switch name := args[0]; name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && cmds[args[1]] != nil {
+			return cmds[args[1]]([]string{"--help"})
+		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		cmd := cmds[name]
+		if cmd == nil {
+			fmt.Fprintf(stderr, "acemq: unknown command %q\n\n%s", name, usage)
+			return exitUsage
+		}
+		return cmd(args[1:])
+	}
+}
+
+// app carries what every command needs.
+type app struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	dial           func(ctx context.Context, url string) (transport.Transport, error)
+	getenv         func(string) string
+	now            func() time.Time // wall clock, for progress lines
+	url            string           // the broker URL in use, to redact from errors
+}
+
+// flags makes a command's flag set, with --json and, for commands that
+// talk to a broker, --url.
+func (a *app) flags(name, synopsis, about string, broker bool) (*flag.FlagSet, *bool, *string) {
+	fs := flag.NewFlagSet("acemq "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	url := new(string)
+	if broker {
+		fs.StringVar(url, "url", "", "broker URL, amqp://user:password@host:5672/vhost (default $"+EnvURL+")")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage:\n  acemq %s %s\n\n%s\nFlags:\n", name, synopsis, about)
+		fs.PrintDefaults()
+	}
+	return fs, asJSON, url
+}
+
+// parse parses args into fs; done says the command should return code now
+// (after --help, or a wrong command line).
+func (a *app) parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(a.stdout)
+			fs.Usage()
+			return exitOK, true
+		}
+		return exitUsage, true // flag has printed the error and the usage
+	}
+	if fs.NArg() > 0 {
+		return a.usageError(fs, "unexpected argument %q", fs.Arg(0)), true
+	}
+	return 0, false
+}
+
+func (a *app) usageError(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "%s: %s\nRun \"%s --help\" for its flags.\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
+	return exitUsage
+}
+
+// connect dials the broker of --url or $ACEMQ_AMQP_URL.
+func (a *app) connect(fs *flag.FlagSet, url string) (transport.Transport, int) {
+	if url == "" {
+		url = a.getenv(EnvURL)
+	}
+	if url == "" {
+		return nil, a.usageError(fs, "no broker: give --url or set $%s", EnvURL)
+	}
+	a.url = url
+	t, err := a.dial(a.ctx, url)
+	if err != nil {
+		return nil, a.fail(fs, fmt.Errorf("connect to %s: %w", amqpconn.Redact(url), err))
+	}
+	return t, exitOK
+}
+
+// fail prints err, with the broker's password redacted, and returns the
+// failure status.
+func (a *app) fail(fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(a.stderr, "%s: %s\n", fs.Name(), a.redact(err.Error()))
+	return exitError
+}
+
+// redact removes the password of the URL in use from s.
+func (a *app) redact(s string) string {
+	if a.url == "" {
+		return s
+	}
+	return amqpconn.RedactError(errors.New(s), a.url)
+}
+
+func (a *app) printJSON(v any) {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// oneLine keeps a reason or body on its line of a table.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`, "\t", " ").Replace(s)
+}
