@@ -1,0 +1,16 @@
+// Package faults is acemq's fault and bad-input suite: every scenario
+// publishes a known set of messages, applies a fault (a broker restarted or
+// killed, a consumer killed, connections closed, a blocked connection, a
+// refused declaration, queues deleted, a user without configure rights, bad
+// input from a raw client) and accounts for every id: accepted by the
+// handler (and how often), in the .dlq, in .parked, still queued. Each
+// scenario prints one line
+//
+//	FAULT <name>: published=N delivered=N deadlettered=N parked=N lost=N duplicates=N
+//
+// and fails when lost is not 0. Run it with ./scripts/test, or
+// go test -v ./test/faults/ to see the lines.
+//
+// Scenarios that stop, kill or block a broker do it to a private node
+// (internal/brokertest), never to the shared one.
+package faults

@@ -1,0 +1,646 @@
+package faults_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
+	rabbitmq "github.com/acemq/acemq/transport/amqp"
+)
+
+// job is what a scenario's message body tells the handler to do, so that a
+// consumer in another process follows the same script.
+type job struct {
+	ID string `json:"id"`
+	// FailUntil asks for a retry while the attempt is below it.
+	FailUntil int `json:"failUntil,omitempty"`
+	// Always asks for a retry every time: the message ends in the .dlq,
+	// exhausted.
+	Always bool `json:"always,omitempty"`
+	// Reject dead-letters the message at once.
+	Reject bool `json:"reject,omitempty"`
+	// Park parks it.
+	Park bool `json:"park,omitempty"`
+}
+
+// Where a message ends.
+const (
+	endAccepted = "accepted"
+	endDLQ      = "deadlettered"
+	endParked   = "parked"
+)
+
+func (j job) expect() string {
+	switch {
+	case j.Always, j.Reject:
+		return endDLQ
+	case j.Park:
+		return endParked
+	}
+	return endAccepted
+}
+
+// jobs returns n jobs named prefix-0000...: most accepted at once, one in
+// ten after two retries, one in twenty-five exhausted, one in fifty
+// rejected, one in forty parked.
+func jobs(prefix string, n int) []job {
+	out := make([]job, n)
+	for i := range out {
+		j := job{ID: fmt.Sprintf("%s-%04d", prefix, i)}
+		switch {
+		case i%25 == 7:
+			j.Always = true
+		case i%40 == 11:
+			j.Park = true
+		case i%50 == 19:
+			j.Reject = true
+		case i%10 == 3:
+			j.FailUntil = 3
+		}
+		out[i] = j
+	}
+	return out
+}
+
+// testPolicy is the retry policy of the scenarios: four attempts, the first
+// wait in the process and the next two on rungs (200ms, 400ms), so that a
+// fault finds messages in every place a retry can be.
+func testPolicy() retry.Policy {
+	return retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WaitInBrokerFrom(200 * time.Millisecond)
+}
+
+var errScripted = errors.New("the script says fail")
+
+// ledger records what handlers did, by message id.
+type ledger struct {
+	mu       sync.Mutex
+	accepted map[string]int
+	calls    map[string]int
+}
+
+func newLedger() *ledger {
+	return &ledger{accepted: map[string]int{}, calls: map[string]int{}}
+}
+
+// handler follows each message's script, taking work per call.
+func (l *ledger) handler(work time.Duration) acemq.Handler {
+	return acemq.Decoded(codec.JSON, func(ctx context.Context, m *acemq.Message, j job) ack.Ack {
+		l.mu.Lock()
+		l.calls[m.ID()]++
+		l.mu.Unlock()
+		if work > 0 {
+			select {
+			case <-time.After(work):
+			case <-ctx.Done():
+				return ack.Retry(ctx.Err())
+			}
+		}
+		a := script(m, j)
+		if a.Outcome() == ack.OutcomeAccept {
+			l.mu.Lock()
+			l.accepted[m.ID()]++
+			l.mu.Unlock()
+		}
+		return a
+	})
+}
+
+// script is what a handler answers to j on m's attempt.
+func script(m *acemq.Message, j job) ack.Ack {
+	switch {
+	case j.Always, m.Attempt() < j.FailUntil:
+		return ack.Retry(errScripted)
+	case j.Reject:
+		return ack.DeadLetter(errScripted)
+	case j.Park:
+		return ack.Park(errScripted)
+	}
+	return ack.Accept()
+}
+
+func (l *ledger) acceptedCopy() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.accepted))
+	for k, v := range l.accepted {
+		out[k] = v
+	}
+	return out
+}
+
+func (l *ledger) callCount(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls[id]
+}
+
+func (l *ledger) totalCalls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.calls {
+		n += c
+	}
+	return n
+}
+
+// allAccepted reports whether every job expected to be accepted was.
+func (l *ledger) allAccepted(js []job) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, j := range js {
+		if j.expect() == endAccepted && l.accepted[j.ID] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// dial connects a transport to url for the test, with quick reconnects and
+// confirm timeouts, and closes it at the end.
+func dial(tb testing.TB, url string, log *zap.Logger, opts ...rabbitmq.Option) *rabbitmq.Transport {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts = append([]rabbitmq.Option{
+		rabbitmq.WithLogger(log),
+		rabbitmq.WithBackoff(50*time.Millisecond, time.Second),
+		rabbitmq.WithConfirmTimeout(5 * time.Second),
+		rabbitmq.WithConnectionName("acemq-faults " + tb.Name()),
+	}, opts...)
+	tr, err := rabbitmq.Dial(ctx, url, opts...)
+	if err != nil {
+		tb.Fatalf("dial: %v", err)
+	}
+	tb.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+// testLogger keeps the library's log lines (info and up) and shows the last
+// of them if the test fails.
+func testLogger(tb testing.TB) *zap.Logger {
+	tb.Helper()
+	buf := &lockedBuffer{}
+	enc := zap.NewDevelopmentEncoderConfig()
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(buf), zap.InfoLevel)
+	tb.Cleanup(func() {
+		if !tb.Failed() {
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) > 80 {
+			tb.Logf("(%d earlier log lines not shown)", len(lines)-80)
+			lines = lines[len(lines)-80:]
+		}
+		tb.Logf("library log:\n%s", strings.Join(lines, "\n"))
+	})
+	return zap.New(core)
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// running is a Server running in the background.
+type running struct {
+	srv  *acemq.Server
+	done chan error
+}
+
+// serve runs srv with h on queue over tr until stop or the end of the test,
+// once it consumes. srv's Transport, Handler and Logger are set here unless
+// already set.
+func serve(tb testing.TB, tr transport.Transport, queue string, srv *acemq.Server, h acemq.Handler, log *zap.Logger) *running {
+	tb.Helper()
+	if srv.Handler == nil {
+		mux := acemq.NewMux()
+		mux.Handle(queue, h)
+		srv.Handler = mux
+	}
+	if srv.Transport == nil {
+		srv.Transport = tr
+	}
+	if srv.Logger == nil {
+		srv.Logger = log
+	}
+	r := &running{srv: srv, done: make(chan error, 1)}
+	go func() { r.done <- srv.Run(context.Background()) }()
+	tb.Cleanup(func() { r.stop(tb) })
+	eventually(tb, 20*time.Second, "the server consumes "+queue, func() bool {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			tb.Fatalf("Run: %v", err)
+		default:
+		}
+		info, err := tr.Inspect(context.Background(), queue)
+		return err == nil && info.Consumers > 0
+	})
+	return r
+}
+
+// stop shuts the server down and returns Run's error; it may be called
+// more than once.
+func (r *running) stop(tb testing.TB) error {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = r.srv.Shutdown(ctx)
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(20 * time.Second):
+		tb.Errorf("Run did not return within 20s of Shutdown")
+		return errors.New("hung")
+	}
+}
+
+// eventually polls cond until it holds, failing the test after within.
+func eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	if !until(within, cond) {
+		tb.Fatalf("timed out after %s waiting until %s", within, what)
+	}
+}
+
+// until polls cond until it holds (true) or within passes (false).
+func until(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+func body(j job) []byte {
+	b, _ := json.Marshal(j)
+	return b
+}
+
+// publishStats is what publishing under a fault went through.
+type publishStats struct {
+	mu       sync.Mutex
+	failures int
+	errs     []string // the first few distinct errors
+}
+
+func (s *publishStats) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures++
+	msg := err.Error()
+	if len(s.errs) < 5 && !slices.Contains(s.errs, msg) {
+		s.errs = append(s.errs, msg)
+	}
+}
+
+func (s *publishStats) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("%d failed publish attempts %q", s.failures, s.errs)
+}
+
+// publishAll publishes js to queue from workers goroutines, one message per
+// pace per goroutine, each retried until the broker confirms it: what a
+// producer that keeps its promise does. It returns the jobs confirmed,
+// failing the test if some never were.
+func publishAll(tb testing.TB, tr transport.Transport, queue string, js []job, workers int, pace time.Duration, stats *publishStats) []job {
+	tb.Helper()
+	pub := &acemq.Publisher{Transport: tr, Mandatory: true}
+	deadline := time.Now().Add(90 * time.Second)
+	next := make(chan job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var confirmed []job
+	for range workers {
+		wg.Go(func() {
+			for j := range next {
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					_, err := pub.Publish(ctx, acemq.Outgoing{RoutingKey: queue, ID: j.ID, Body: body(j), ContentType: "application/json"})
+					cancel()
+					if err == nil {
+						mu.Lock()
+						confirmed = append(confirmed, j)
+						mu.Unlock()
+						break
+					}
+					stats.fail(err)
+					if time.Now().After(deadline) || errors.Is(err, transport.ErrClosed) {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				time.Sleep(pace)
+			}
+		})
+	}
+	for _, j := range js {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	if len(confirmed) != len(js) {
+		tb.Errorf("only %d of %d messages were ever confirmed: %s", len(confirmed), len(js), stats)
+	}
+	return confirmed
+}
+
+// raw runs f on a channel of a plain amqp091-go connection to url: the
+// accounting uses no code of the library under test.
+func raw(url string, f func(ch *amqp.Channel) error) error {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	return f(ch)
+}
+
+// depth is queue's count of ready messages, -1 when it cannot be read.
+func depth(url, queue string) int {
+	n := -1
+	_ = raw(url, func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+		if err == nil {
+			n = q.Messages
+		}
+		return err
+	})
+	return n
+}
+
+// drain takes every message from queue and returns how many of each id it
+// held (the x-acemq-id header, else the correlation id). A missing queue
+// holds nothing.
+func drain(tb testing.TB, url, queue string) map[string]int {
+	tb.Helper()
+	got := map[string]int{}
+	if err := drainInto(got, url, queue); err != nil {
+		tb.Fatalf("drain %s: %v", queue, err)
+	}
+	return got
+}
+
+// drainInto is drain adding to got; what it took before an error is there.
+func drainInto(got map[string]int, url, queue string) error {
+	return raw(url, func(ch *amqp.Channel) error {
+		for {
+			d, ok, err := ch.Get(queue, false)
+			if err != nil {
+				var ae *amqp.Error
+				if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+					return nil
+				}
+				return err
+			}
+			if !ok {
+				return nil
+			}
+			got[deliveryID(d)]++
+			if err := d.Ack(false); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+func deliveryID(d amqp.Delivery) string {
+	if s, ok := d.Headers[acemq.HeaderID].(string); ok && s != "" {
+		return s
+	}
+	return d.CorrelationId
+}
+
+// tally accounts for every published id.
+type tally struct {
+	name      string
+	published []job
+	accepted  map[string]int // by the handler
+	dlq       map[string]int // in .dlq, or the broker's own dead-lettering
+	parked    map[string]int
+	queued    map[string]int // still in the queue or on a rung
+}
+
+// sink takes a queue's dead letters and parked messages as they come,
+// while a scenario waits for it to settle, and then everything else left.
+type sink struct {
+	url, queue string
+	mu         sync.Mutex
+	dlq        map[string]int
+	parked     map[string]int
+}
+
+func newSink(url, queue string) *sink {
+	return &sink{url: url, queue: queue, dlq: map[string]int{}, parked: map[string]int{}}
+}
+
+// poll takes what the .dlq and .parked hold now; a broker that is away is
+// tried again at the next poll.
+func (s *sink) poll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = drainInto(s.dlq, s.url, acemq.DeadLetterQueue(s.queue))
+	_ = drainInto(s.parked, s.url, acemq.ParkedQueue(s.queue))
+}
+
+// settled reports whether every job has reached its end: the accepted ones
+// accepted, the dead letters and parked ones taken from their queues.
+func (s *sink) settled(l *ledger, js []job) func() bool {
+	return func() bool {
+		s.poll()
+		if !l.allAccepted(js) {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, j := range js {
+			switch j.expect() {
+			case endDLQ:
+				if s.dlq[j.ID] == 0 {
+					return false
+				}
+			case endParked:
+				if s.parked[j.ID] == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+}
+
+// collect takes what is left in the .dlq, .parked, the queue and its rungs
+// into a tally with the handler's acceptances.
+func (s *sink) collect(tb testing.TB, name string, published []job, accepted map[string]int, p retry.Policy) *tally {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addAll(s.dlq, drain(tb, s.url, acemq.DeadLetterQueue(s.queue)))
+	addAll(s.parked, drain(tb, s.url, acemq.ParkedQueue(s.queue)))
+	tl := &tally{name: name, published: published, accepted: accepted, dlq: s.dlq, parked: s.parked,
+		queued: drain(tb, s.url, s.queue)}
+	for _, d := range p.BrokerRungs() {
+		addAll(tl.queued, drain(tb, s.url, retry.RungName(s.queue, d)))
+	}
+	return tl
+}
+
+func addAll(into, from map[string]int) {
+	for k, v := range from {
+		into[k] += v
+	}
+}
+
+// result is a tally's figures.
+type result struct {
+	published, delivered, deadlettered, parked, lost, duplicates, queued int
+	lostIDs, unexpected                                                  []string
+}
+
+func (tl *tally) result() result {
+	r := result{published: len(tl.published)}
+	for _, j := range tl.published {
+		a, d, p, q := tl.accepted[j.ID], tl.dlq[j.ID], tl.parked[j.ID], tl.queued[j.ID]
+		if a > 0 {
+			r.delivered++
+		}
+		if d > 0 {
+			r.deadlettered++
+		}
+		if p > 0 {
+			r.parked++
+		}
+		if q > 0 {
+			r.queued++
+		}
+		if ends := a + d + p; ends > 1 {
+			r.duplicates += ends - 1
+		}
+		switch {
+		case a+d+p+q == 0:
+			r.lostIDs = append(r.lostIDs, j.ID)
+		case a+d+p == 0:
+		case j.expect() == endAccepted && a == 0, j.expect() == endDLQ && d == 0, j.expect() == endParked && p == 0:
+			r.unexpected = append(r.unexpected, fmt.Sprintf("%s (want %s; accepted %d, dlq %d, parked %d)", j.ID, j.expect(), a, d, p))
+		}
+	}
+	r.lost = len(r.lostIDs)
+	return r
+}
+
+// report prints the scenario's FAULT line and fails the test if anything was
+// lost, left queued, or ended where its script did not send it.
+func (tl *tally) report(tb testing.TB) result {
+	tb.Helper()
+	r := tl.result()
+	line := fmt.Sprintf("FAULT %s: published=%d delivered=%d deadlettered=%d parked=%d lost=%d duplicates=%d",
+		tl.name, r.published, r.delivered, r.deadlettered, r.parked, r.lost, r.duplicates)
+	fmt.Println(line)
+	tb.Log(line)
+	if r.lost != 0 {
+		tb.Errorf("%s: %d messages lost: %v", tl.name, r.lost, head(r.lostIDs))
+	}
+	if r.queued != 0 {
+		tb.Errorf("%s: %d messages still queued: the system did not settle", tl.name, r.queued)
+	}
+	if len(r.unexpected) != 0 {
+		tb.Errorf("%s: %d messages ended where their script did not send them: %v", tl.name, len(r.unexpected), head(r.unexpected))
+	}
+	return r
+}
+
+func head(s []string) []string {
+	if len(s) > 10 {
+		return s[:10]
+	}
+	return s
+}
+
+// expected counts js by where they should end.
+func expected(js []job) map[string]int {
+	out := map[string]int{}
+	for _, j := range js {
+		out[j.expect()]++
+	}
+	return out
+}
+
+// metrics is a meter provider with a reader to sum counters from.
+type metrics struct {
+	provider *sdkmetric.MeterProvider
+	reader   *sdkmetric.ManualReader
+}
+
+func newMetrics() *metrics {
+	r := sdkmetric.NewManualReader()
+	return &metrics{provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)), reader: r}
+}
+
+// counter sums the counter's points whose attributes include attrs.
+func (m *metrics) counter(tb testing.TB, name string, attrs map[string]string) int64 {
+	tb.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := m.reader.Collect(context.Background(), &rm); err != nil {
+		tb.Fatal(err)
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			sum, ok := mt.Data.(metricdata.Sum[int64])
+			if mt.Name != name || !ok {
+				continue
+			}
+		points:
+			for _, p := range sum.DataPoints {
+				for k, v := range attrs {
+					if got, ok := p.Attributes.Value(attribute.Key(k)); !ok || got.AsString() != v {
+						continue points
+					}
+				}
+				total += p.Value
+			}
+		}
+	}
+	return total
+}
