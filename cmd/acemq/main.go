@@ -162,7 +162,10 @@ func (a *app) connect(fs *flag.FlagSet, url string) (transport.Transport, int) {
 	a.url = url
 	t, err := a.dial(a.ctx, url)
 	if err != nil {
-		return nil, a.fail(fs, fmt.Errorf("connect to %s: %w", amqpconn.Redact(url), err))
+		if !strings.Contains(a.redact(err.Error()), amqpconn.Redact(url)) {
+			err = fmt.Errorf("connect to %s: %w", amqpconn.Redact(url), err)
+		}
+		return nil, a.fail(fs, err)
 	}
 	return t, exitOK
 }

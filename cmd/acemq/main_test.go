@@ -307,3 +307,21 @@ func TestTopologyCommand(t *testing.T) {
 		t.Errorf("status %d: %s", code, errOut)
 	}
 }
+
+// TestPeekForeignMessage: a message from a producer outside the family
+// shows its AMQP message id and timestamp, the same on every peek.
+func TestPeekForeignMessage(t *testing.T) {
+	t.Parallel()
+	b, dial := memoryBroker(t, "orders")
+	conn := b.Connect()
+	defer conn.Close()
+	_, _ = conn.Publish(context.Background(), transport.Publishing{RoutingKey: "orders.dlq",
+		Properties: transport.Properties{MessageID: "legacy-7", Timestamp: memory.Epoch.Add(-50 * time.Hour)}})
+	_, _ = conn.Publish(context.Background(), transport.Publishing{RoutingKey: "orders.dlq"})
+	for range 2 {
+		code, out, _ := cli(t, dial, "peek", "--url", "amqp://x", "--queue", "orders.dlq")
+		if code != 0 || !strings.Contains(out, "legacy-7  1        2d2h  -\n") || !strings.Contains(out, "-         1        0s    -\n") {
+			t.Errorf("status %d\n%s", code, out)
+		}
+	}
+}

@@ -100,9 +100,9 @@ func (a *app) look(t transport.Transport, queue string, limit int, withBody bool
 			break
 		}
 		held = append(held, d)
-		env := acemq.NewMessage(queue, d.Body, d.Headers).Envelope()
+		env := envelope(d)
 		p := peeked{ID: env.ID, Attempt: env.Attempt, Age: age(now().Sub(env.CreatedAt)), Created: env.CreatedAt.UTC(),
-			Reason: env.Error, Exchange: env.Exchange, RoutingKey: env.RoutingKey, Redelivered: env.Redelivered, Bytes: len(d.Body)}
+			Reason: env.Error, Exchange: env.Exchange, RoutingKey: env.RoutingKey, Redelivered: d.Redelivered, Bytes: len(d.Body)}
 		if withBody {
 			s := printable(d.Body)
 			p.Body = &s
@@ -173,4 +173,28 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// envelope reads d as the server and Replay do. NewMessage sees headers
+// only, so the AMQP properties they fall back on are put in as headers: a
+// message without x-acemq-id shows its message id (or "-"), not a random
+// one, and one without x-acemq-created its timestamp.
+func envelope(d transport.Delivery) acemq.Envelope {
+	h := make(map[string]any, len(d.Headers)+4)
+	for k, v := range d.Headers {
+		h[k] = v
+	}
+	if _, ok := h[acemq.HeaderID]; !ok {
+		h[acemq.HeaderID] = d.MessageID
+		if d.MessageID == "" {
+			h[acemq.HeaderID] = "-"
+		}
+	}
+	if _, ok := h[acemq.HeaderCreated]; !ok && !d.Timestamp.IsZero() {
+		h[acemq.HeaderCreated] = d.Timestamp
+	}
+	if _, ok := h[acemq.HeaderExchange]; !ok {
+		h[acemq.HeaderExchange], h[acemq.HeaderRoutingKey] = d.Exchange, d.RoutingKey
+	}
+	return acemq.NewMessage(d.Queue, d.Body, h).Envelope()
 }
