@@ -126,6 +126,8 @@ type broker struct {
 	connect func(tb testing.TB) transport.Transport
 	// deleteQueue removes a queue the test declared.
 	deleteQueue func(tb testing.TB, q string)
+	// deleteExchange removes an exchange the test declared.
+	deleteExchange func(tb testing.TB, x string)
 }
 
 // brokers are the transports every relay test runs on: the memory
@@ -141,7 +143,8 @@ func brokers(t *testing.T) []broker {
 			tb.Cleanup(func() { _ = c.Close() })
 			return c
 		},
-		deleteQueue: func(tb testing.TB, q string) { mem.DeleteQueue(q) },
+		deleteQueue:    func(tb testing.TB, q string) { mem.DeleteQueue(q) },
+		deleteExchange: func(testing.TB, string) {}, // the broker is the test's own
 	}}
 	if os.Getenv("ACEMQ_AMQP_URL") == "" && os.Getenv("CI") == "" {
 		return bs
@@ -160,21 +163,36 @@ func brokers(t *testing.T) []broker {
 			return c
 		},
 		deleteQueue: func(tb testing.TB, q string) {
-			conn, err := amqp.Dial(url)
-			if err != nil {
-				tb.Logf("delete queue %s: %v", q, err)
-				return
-			}
-			defer conn.Close()
-			ch, err := conn.Channel()
-			if err == nil {
-				_, err = ch.QueueDelete(q, false, false, false)
-			}
-			if err != nil {
-				tb.Logf("delete queue %s: %v", q, err)
-			}
+			withChannel(tb, url, "delete queue "+q, func(ch *amqp.Channel) error {
+				_, err := ch.QueueDelete(q, false, false, false)
+				return err
+			})
+		},
+		deleteExchange: func(tb testing.TB, x string) {
+			withChannel(tb, url, "delete exchange "+x, func(ch *amqp.Channel) error {
+				return ch.ExchangeDelete(x, false, false)
+			})
 		},
 	})
+}
+
+// withChannel runs f on a plain amqp091-go channel, for clean-up the
+// transport does not offer; failures are logged.
+func withChannel(tb testing.TB, url, what string, f func(ch *amqp.Channel) error) {
+	tb.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		tb.Logf("%s: %v", what, err)
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err == nil {
+		err = f(ch)
+	}
+	if err != nil {
+		tb.Logf("%s: %v", what, err)
+	}
 }
 
 // declareQueue declares a durable queue, deleted when the test ends.

@@ -107,6 +107,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		case err == nil:
 			failures = 0
 		case isFatal(err):
+			if !errors.Is(err, transport.ErrClosed) {
+				err = fmt.Errorf("acemq: outbox relay on %s: the table is missing or not as CreateTableSQL makes it: %w", r.o.Table(), err)
+			}
 			r.log.Error("outbox relay stopped", zap.Error(err))
 			return err
 		default:
