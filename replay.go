@@ -112,8 +112,12 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 // A copy that reaches no queue, is nacked, or whose confirm does not come
 // stops the replay with a [*ReplayError]; its original goes back to from.
 // Skipped messages are held unacknowledged, so that the next take moves on,
-// and given back together at the end, when RabbitMQ puts each back in its
-// place: they keep their order. While a replay runs they show as unacked.
+// and given back together at the end, in the order they were taken. A
+// classic queue (as Topology declares .dlq and .parked) puts each back in
+// its place. A quorum queue without a delivery limit puts them at its back:
+// after a drained replay they are still in their order, but a replay that
+// stops early leaves them behind the messages it did not reach. While a
+// replay runs they show as unacked.
 //
 // Replay returns the counts and why it stopped; the error is non-nil exactly
 // when Stopped is ReplayFailed, and then the counts say how far it got. A
@@ -124,8 +128,8 @@ func Replay(ctx context.Context, t transport.Transport, from string, opts Replay
 		return ReplayResult{Stopped: ReplayFailed}, fmt.Errorf("acemq: replay from %q to itself would take its own copies again", from)
 	}
 	res, err := r.run(ctx)
-	if gerr := r.giveBackSkipped(); gerr != nil && err == nil {
-		err = gerr
+	if gerr := r.giveBack(); gerr != nil {
+		err = errors.Join(err, gerr)
 	}
 	if err != nil {
 		res.Stopped = ReplayFailed
@@ -138,7 +142,7 @@ type replayer struct {
 	from  string
 	opts  ReplayOptions
 	clock transport.Clock
-	held  []transport.Acknowledger // skipped, in the order they were taken
+	held  []transport.Acknowledger // to give back, in the order they were taken
 	res   ReplayResult
 }
 
@@ -184,9 +188,9 @@ func (r *replayer) run(ctx context.Context) (ReplayResult, error) {
 func (r *replayer) move(ctx context.Context, d transport.Delivery, m *Message) error {
 	to := r.target(m)
 	fail := func(err error) error {
-		if rerr := d.Reject(true); rerr != nil && !errors.Is(rerr, transport.ErrStaleDelivery) {
-			err = fmt.Errorf("%w (and giving it back failed: %v; the broker returns it when the channel closes)", err, rerr)
-		}
+		// Given back after the skipped ones, so that the order is kept on a
+		// quorum queue too, which puts what comes back at its head in turn.
+		r.held = append(r.held, d.Acknowledger)
 		return &ReplayError{ID: m.ID(), From: r.from, To: to, Err: err}
 	}
 	if to == "" || to == r.from {
@@ -237,10 +241,10 @@ func (r *replayer) target(m *Message) string {
 	return ""
 }
 
-// giveBackSkipped returns the skipped messages to the source, in the order
-// they were taken. One already back (its channel closed) is not an error:
-// the broker requeued it itself.
-func (r *replayer) giveBackSkipped() error {
+// giveBack returns the skipped messages, and the one that could not be
+// moved, to the source in the order they were taken. One already back (its
+// channel closed) is not an error: the broker requeued it itself.
+func (r *replayer) giveBack() error {
 	var errs []error
 	for _, a := range r.held {
 		if err := a.Reject(true); err != nil && !errors.Is(err, transport.ErrStaleDelivery) {
@@ -249,7 +253,7 @@ func (r *replayer) giveBackSkipped() error {
 	}
 	r.held = nil
 	if len(errs) > 0 {
-		return fmt.Errorf("acemq: replay from %q: %d skipped messages could not be given back (the broker returns them when the channel closes): %w",
+		return fmt.Errorf("acemq: replay from %q: %d messages could not be given back (the broker returns them when the channel closes): %w",
 			r.from, len(errs), errors.Join(errs...))
 	}
 	return nil

@@ -229,6 +229,29 @@ var replayCases = []struct {
 			t.Errorf("%d came home; the broker did not drop the cycle", n)
 		}
 	}},
+	{"SkippedKeepTheirOrderOnAQuorumQueue", func(t *testing.T, e *replayEnv) {
+		// RabbitMQ 3.10 puts what comes back to a quorum queue (without a
+		// delivery limit) at its back, in the order it comes back: a replay
+		// that drains the queue leaves the skipped ones in their order.
+		src := e.q + ".quorum"
+		if err := e.tr.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{
+			{Name: src, Durable: true, Args: map[string]any{"x-queue-type": "quorum"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			if _, err := e.tr.Publish(context.Background(), transport.Publishing{RoutingKey: src, Headers: map[string]any{acemq.HeaderID: fmt.Sprint(i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := acemq.Replay(context.Background(), e.tr, src, acemq.ReplayOptions{To: e.q,
+			Filter: func(env acemq.Envelope, _ []byte) bool { return env.ID == "1" || env.ID == "3" }})
+		if err != nil || res.String() != "moved 2, skipped 3 (drained)" {
+			t.Fatalf("%v, %v", res, err)
+		}
+		if got := replayIDs(e.take(src, 3)); !slices.Equal(got, []string{"0", "2", "4"}) {
+			t.Errorf("left %v", got)
+		}
+	}},
 	{"NoTarget", func(t *testing.T, e *replayEnv) {
 		other := e.q + ".graveyard"
 		e.declare(other)
@@ -349,7 +372,7 @@ func replayDeleteAfter(t *testing.T, url, q string) {
 			return
 		}
 		defer conn.Close()
-		for _, name := range []string{q, q + ".dlq", q + ".parked", q + ".cc", q + ".graveyard", q + ".retry.300ms"} {
+		for _, name := range []string{q, q + ".dlq", q + ".parked", q + ".cc", q + ".graveyard", q + ".quorum", q + ".retry.300ms"} {
 			if ch, err := conn.Channel(); err == nil {
 				_, _ = ch.QueueDelete(name, false, false, false)
 				_ = ch.Close()
