@@ -42,8 +42,9 @@ func (a *app) peek(args []string) int {
 		`Lists the first messages of a queue (usually a .dlq or .parked one): id,
 attempt, age and reason. It takes them with basic.get and gives all of them
 back at the end, in their order: nothing is consumed. While it runs they are
-unacked, and afterwards RabbitMQ marks them redelivered (on a quorum queue a
-peek counts as a delivery towards x-delivery-limit).
+unacked, and afterwards RabbitMQ marks them redelivered. On a quorum queue
+(not the default for .dlq and .parked) what was looked at goes to the back
+of the queue and counts as a delivery towards x-delivery-limit.
 
 Example:
   acemq peek --queue orders.dlq --limit 20
