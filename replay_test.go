@@ -469,3 +469,39 @@ func TestReplayResultString(t *testing.T) {
 		}
 	}
 }
+
+// lostChannel is a transport whose channel for gets dies before an ack:
+// the ack fails and the broker requeues the delivery.
+type lostChannel struct{ transport.Transport }
+
+func (l lostChannel) Get(ctx context.Context, q string) (transport.Delivery, bool, error) {
+	d, ok, err := l.Transport.Get(ctx, q)
+	d.Acknowledger = lostAck{d.Acknowledger}
+	return d, ok, err
+}
+
+type lostAck struct{ transport.Acknowledger }
+
+func (a lostAck) Ack() error {
+	_ = a.Reject(true)
+	return transport.ErrStaleDelivery
+}
+
+// TestReplayAckLost: the copy is safe but the original comes back: the
+// replay stops and says there is a duplicate.
+func TestReplayAckLost(t *testing.T) {
+	t.Parallel()
+	b := memory.New()
+	conn := b.Connect()
+	defer conn.Close()
+	e := &replayEnv{t: t, tr: conn, q: "orders", rung: time.Minute, depth: b.Depth, tick: b.Clock().Advance, within: replayWithin(t)}
+	e.declareQueue()
+	e.seed("a", "b")
+	res, err := acemq.Replay(context.Background(), lostChannel{conn}, "orders.dlq", acemq.ReplayOptions{})
+	if !errors.Is(err, transport.ErrStaleDelivery) || !strings.Contains(err.Error(), "a duplicate") || res.String() != "moved 1, skipped 0 (error)" {
+		t.Fatalf("%v, %v", res, err)
+	}
+	if b.Depth("orders") != 1 || b.Depth("orders.dlq") != 2 {
+		t.Errorf("orders %d, dlq %d", b.Depth("orders"), b.Depth("orders.dlq"))
+	}
+}
