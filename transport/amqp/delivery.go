@@ -77,17 +77,20 @@ func toDelivery(ch *amqp.Channel, queue string, d *amqp.Delivery) transport.Deli
 	}
 }
 
-// getter runs basic.get on one long-lived channel of the consume
-// connection, reopened when it dies. Channel RPCs must not overlap, so Gets
-// take turns.
+// getter runs basic.get on long-lived channels of the consume connection,
+// one per queue, reopened when they die. One per queue because a Get on a
+// missing queue closes its channel (404), and with it every delivery taken
+// on that channel and not yet settled: a replay holding skipped messages of
+// one queue must not lose them to a mistyped name of another. Channel RPCs
+// must not overlap, so Gets take turns.
 type getter struct {
 	conn *amqpconn.Conn
 	lock chan struct{} // a mutex that honours ctx
-	ch   *amqp.Channel
+	chs  map[string]*amqp.Channel
 }
 
 func newGetter(conn *amqpconn.Conn) *getter {
-	return &getter{conn: conn, lock: make(chan struct{}, 1)}
+	return &getter{conn: conn, lock: make(chan struct{}, 1), chs: make(map[string]*amqp.Channel)}
 }
 
 func (g *getter) get(ctx context.Context, queue string) (transport.Delivery, bool, error) {
@@ -98,14 +101,14 @@ func (g *getter) get(ctx context.Context, queue string) (transport.Delivery, boo
 	}
 	defer func() { <-g.lock }()
 	for attempt := 1; ; attempt++ {
-		if g.ch == nil || g.ch.IsClosed() {
-			ch, err := g.conn.Channel(ctx)
-			if err != nil {
+		ch := g.chs[queue]
+		if ch == nil || ch.IsClosed() {
+			var err error
+			if ch, err = g.conn.Channel(ctx); err != nil {
 				return transport.Delivery{}, false, fmt.Errorf("acemq: get from queue %q: %w", queue, classify(err))
 			}
-			g.ch = ch
+			g.chs[queue] = ch
 		}
-		ch := g.ch
 		d, ok, err := ch.Get(queue, false)
 		if err != nil {
 			if errors.Is(err, amqp.ErrClosed) && attempt < maxSendAttempts && ctx.Err() == nil {
