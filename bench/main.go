@@ -49,6 +49,7 @@ type config struct {
 	scenarios  []string
 	systems    []string
 	json       bool
+	brokerPID  int // the broker's process, for its CPU time; 0 finds it, -1 does not
 	cpuProfile string
 	memProfile string
 	quiet      bool
@@ -72,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.retryDelay, "retry-delay", 100*time.Millisecond, "retry wait (acemq: on a broker rung; watermill: a sleep in the handler)")
 	scen := fs.String("scenarios", strings.Join(scenarioNames(), ","), "scenarios to run")
 	sys := fs.String("systems", strings.Join(allSystems, ","), "systems to run")
+	fs.IntVar(&c.brokerPID, "broker-pid", 0, "the broker's process id, to report its CPU time per message; 0 looks for the process listening on a local URL's port, -1 turns it off")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object per scenario and system instead of the table")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile, labelled by system and scenario (go tool pprof -tagfocus system=acemq)")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile at the end")

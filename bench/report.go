@@ -27,6 +27,8 @@ type row struct {
 	PerRound       []float64          `json:"per_round_msgs_per_s"`
 	Rounds         int                `json:"rounds"`
 	N              int                `json:"n"`
+	CPUPerMsgUs    float64            `json:"cpu_us_per_msg"`
+	BrokerCPUUs    float64            `json:"broker_cpu_us_per_msg,omitempty"`
 	AllocsPerMsg   float64            `json:"allocs_per_msg"`
 	BytesPerMsg    float64            `json:"bytes_per_msg"`
 	PeakHeapMiB    float64            `json:"peak_heap_mib"`
@@ -65,10 +67,12 @@ func summarize(cfg config, results []result) []row {
 				continue
 			}
 			byRound[sys] = map[int]float64{}
-			var rates, allocs, bytes, heaps, holds []float64
+			var rates, cpus, bcpus, allocs, bytes, heaps, holds []float64
 			peakHeld := 0
 			for _, r := range rs {
 				rates = append(rates, r.msgsPerSec())
+				cpus = append(cpus, micros(r.cpuPerMsg))
+				bcpus = append(bcpus, micros(r.brokerCPUPerMsg))
 				allocs = append(allocs, r.allocsPerMsg)
 				bytes = append(bytes, r.bytesPerMsg)
 				heaps = append(heaps, float64(r.peakHeap)/(1<<20))
@@ -78,7 +82,7 @@ func summarize(cfg config, results []result) []row {
 			}
 			rw := row{
 				Scenario: sc.name, System: sys, MsgsPerS: median(rates), PerRound: rates, Rounds: len(rs), N: rs[0].n,
-				AllocsPerMsg: median(allocs), BytesPerMsg: median(bytes), PeakHeapMiB: median(heaps),
+				CPUPerMsgUs: median(cpus), BrokerCPUUs: median(bcpus), AllocsPerMsg: median(allocs), BytesPerMsg: median(bytes), PeakHeapMiB: median(heaps),
 			}
 			if sc.name == "retry" {
 				h, ms := peakHeld, median(holds)
@@ -123,10 +127,14 @@ func writeJSON(w io.Writer, rows []row) error {
 
 func writeTable(w io.Writer, cfg config, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tallocs/msg\tB/msg\tpeak heap MiB\t")
+	fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tCPU µs/msg\tbroker CPU µs/msg\tallocs/msg\tB/msg\tpeak heap MiB\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f–%.0f\t%.1f\t%.0f\t%.1f\t\n", r.Scenario, r.System, r.N, r.MsgsPerS,
-			slices.Min(r.PerRound), slices.Max(r.PerRound), r.AllocsPerMsg, r.BytesPerMsg, r.PeakHeapMiB)
+		broker := "-"
+		if r.BrokerCPUUs > 0 {
+			broker = fmt.Sprintf("%.0f", r.BrokerCPUUs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f–%.0f\t%.1f\t%s\t%.1f\t%.0f\t%.1f\t\n", r.Scenario, r.System, r.N, r.MsgsPerS,
+			slices.Min(r.PerRound), slices.Max(r.PerRound), r.CPUPerMsgUs, broker, r.AllocsPerMsg, r.BytesPerMsg, r.PeakHeapMiB)
 	}
 	tw.Flush()
 

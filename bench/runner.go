@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -90,7 +91,9 @@ type result struct {
 	elapsed          time.Duration
 	allocsPerMsg     float64
 	bytesPerMsg      float64
-	peakHeap         uint64 // above the heap at start
+	peakHeap         uint64        // above the heap at start
+	cpuPerMsg        time.Duration // the process's CPU time (user and system)
+	brokerCPUPerMsg  time.Duration // the broker's, when it runs here; 0 when unknown
 	// retry only: deliveries held unsettled while waiting for their retry
 	peakHeld     int
 	heldPerRetry time.Duration
@@ -109,6 +112,9 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 		}
 		defer a.close()
 		adm = a
+		if cfg.brokerPID == 0 {
+			cfg.brokerPID = brokerPID(cfg.url)
+		}
 	}
 	body := jsonBody(cfg.bodySize)
 	runID := newID()[:8]
@@ -141,8 +147,8 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 				}
 				r.round = round + 1
 				results = append(results, r)
-				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  %6.1f allocs/msg  peak heap +%.1f MiB%s\n",
-					round+1, sc.name, sys, r.msgsPerSec(), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r))
+				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  CPU µs/msg %5.1f (broker %5.1f)  %6.1f allocs/msg  peak heap +%.1f MiB%s\n",
+					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r))
 			}
 		}
 	}
@@ -155,6 +161,8 @@ func retryNote(r result) string {
 	}
 	return fmt.Sprintf("  slots held waiting: peak %d, %.1f ms per retry", r.peakHeld, float64(r.heldPerRetry)/float64(time.Millisecond))
 }
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // rotate starts the list at round, so no system always runs first.
 func rotate(s []string, round int) []string {
@@ -170,6 +178,9 @@ func rotate(s []string, round int) []string {
 // readers included) inherit the labels.
 func runOne(ctx context.Context, sc *scenario, sys string, e *env) (result, error) {
 	m := &meter{}
+	if sc.broker {
+		m.brokerPID = e.cfg.brokerPID
+	}
 	var err error
 	runtime.GC()
 	pprof.Do(ctx, pprof.Labels("system", sys, "scenario", sc.name), func(ctx context.Context) {
@@ -188,14 +199,16 @@ func runOne(ctx context.Context, sc *scenario, sys string, e *env) (result, erro
 		return result{}, fmt.Errorf("the run never stopped its meter")
 	}
 	r := result{
-		scenario:     sc.name,
-		system:       sys,
-		n:            e.n,
-		elapsed:      m.elapsed,
-		allocsPerMsg: float64(m.mallocs) / float64(e.n),
-		bytesPerMsg:  float64(m.bytes) / float64(e.n),
-		peakHeap:     m.peakHeap,
-		peakHeld:     m.peakHeld,
+		scenario:        sc.name,
+		system:          sys,
+		n:               e.n,
+		elapsed:         m.elapsed,
+		allocsPerMsg:    float64(m.mallocs) / float64(e.n),
+		bytesPerMsg:     float64(m.bytes) / float64(e.n),
+		peakHeap:        m.peakHeap,
+		cpuPerMsg:       m.cpu / time.Duration(e.n),
+		brokerCPUPerMsg: m.brokerCPU / time.Duration(e.n),
+		peakHeld:        m.peakHeld,
 	}
 	if m.retries > 0 {
 		r.heldPerRetry = m.heldTotal / time.Duration(m.retries)
@@ -207,15 +220,21 @@ func runOne(ctx context.Context, sc *scenario, sys string, e *env) (result, erro
 // samples the heap. Allocation counts are process-wide: they include the
 // client library's goroutines, which is the point.
 type meter struct {
-	began    time.Time
-	mallocs0 uint64
-	bytes0   uint64
-	heap0    uint64
-	stopped  bool
-	elapsed  time.Duration
-	mallocs  uint64
-	bytes    uint64
-	peakHeap uint64
+	began time.Time
+	cpu0  time.Duration
+	cpu   time.Duration
+
+	brokerPID  int // 0: not measured
+	brokerCPU0 time.Duration
+	brokerCPU  time.Duration
+	mallocs0   uint64
+	bytes0     uint64
+	heap0      uint64
+	stopped    bool
+	elapsed    time.Duration
+	mallocs    uint64
+	bytes      uint64
+	peakHeap   uint64
 
 	sampling chan struct{}
 	sampled  sync.WaitGroup
@@ -238,6 +257,12 @@ func (m *meter) start() {
 	m.sampling = make(chan struct{})
 	m.sampled.Add(1)
 	go m.sample()
+	m.cpu0 = processCPU()
+	if t, ok := processCPUOf(m.brokerPID); ok {
+		m.brokerCPU0 = t
+	} else {
+		m.brokerPID = 0
+	}
 	m.began = time.Now()
 }
 
@@ -246,6 +271,10 @@ func (m *meter) stop() {
 		return
 	}
 	m.elapsed = time.Since(m.began)
+	m.cpu = processCPU() - m.cpu0
+	if t, ok := processCPUOf(m.brokerPID); ok {
+		m.brokerCPU = t - m.brokerCPU0
+	}
 	m.stopped = true
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -267,7 +296,7 @@ func (m *meter) halt() {
 
 func (m *meter) sample() {
 	defer m.sampled.Done()
-	t := time.NewTicker(2 * time.Millisecond)
+	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -301,14 +330,21 @@ func (m *meter) hold() (release func()) {
 	}
 }
 
-var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+// processCPU is the CPU time the process has used, user and system: a
+// client's cost per message that the broker's speed does not move.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // heapObjects is the heap occupied by objects, live or not yet swept; it is
 // cheap to read, unlike runtime.ReadMemStats.
 func heapObjects() uint64 {
-	s := make([]metrics.Sample, 1)
-	s[0].Name = heapSample[0].Name
-	metrics.Read(s)
+	s := [1]metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s[:])
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
 	}
