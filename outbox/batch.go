@@ -27,58 +27,64 @@ type row struct {
 	attempts      int32
 }
 
-// batch claims due rows in a transaction, publishes them and records the
-// outcome in the same transaction. more says there may be due rows left.
-// ctx ending stops new publishes; work carries what was started to its end.
-func (r *Relay) batch(ctx, work context.Context) (more bool, err error) {
-	if ctx.Err() != nil {
-		return false, nil
-	}
-	tx, err := r.o.pool.Begin(work)
-	if err != nil {
-		return false, fmt.Errorf("acemq: outbox relay: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(work)) }() // a no-op after Commit
-	rows, more, err := r.claim(work, tx)
-	if err != nil || len(rows) == 0 {
-		return false, err
-	}
-	results := r.publishAll(ctx, work, rows)
-	return more, r.settle(work, tx, rows, results)
+// claimed is a batch: rows locked by the transaction tx, in write order.
+type claimed struct {
+	tx   pgx.Tx
+	rows []row
+	// more says there may be due rows left; cut that the batch stopped at
+	// its byte budget, leaving rows it locked unclaimed until it ends.
+	more, cut bool
 }
 
-// claim locks up to a batch of due rows in write order, skipping rows
-// another relay holds, and stops early at the batch's byte budget.
-func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]row, bool, error) {
-	res, err := tx.Query(ctx, r.o.q.claim, r.cfg.batch, inlineBody)
+// end rolls the batch's transaction back; a no-op after a commit.
+func (b *claimed) end(ctx context.Context) { _ = b.tx.Rollback(context.WithoutCancel(ctx)) }
+
+// claim begins a transaction and locks up to a batch of due rows in write
+// order, skipping rows another transaction holds; it stops early at the
+// batch's byte budget. With no rows (or an error) the transaction is over.
+func (r *Relay) claim(ctx context.Context) (*claimed, error) {
+	tx, err := r.o.pool.Begin(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("acemq: outbox relay: claim: %w", err)
+		return nil, fmt.Errorf("acemq: outbox relay: begin: %w", err)
 	}
-	rows, err := pgx.CollectRows(res, func(cr pgx.CollectableRow) (row, error) {
+	b := &claimed{tx: tx}
+	if err := r.lock(ctx, b); err != nil || len(b.rows) == 0 {
+		b.end(ctx)
+		return nil, err
+	}
+	return b, nil
+}
+
+func (r *Relay) lock(ctx context.Context, b *claimed) error {
+	res, err := b.tx.Query(ctx, r.o.q.claim, r.cfg.batch, inlineBody)
+	if err != nil {
+		return fmt.Errorf("acemq: outbox relay: claim: %w", err)
+	}
+	b.rows, err = pgx.CollectRows(res, func(cr pgx.CollectableRow) (row, error) {
 		var x row
 		err := cr.Scan(&x.seq, &x.id, &x.exchange, &x.key, &x.headers, &x.contentType, &x.correlationID,
 			&x.body, &x.size, &x.created, &x.attempts)
 		return x, err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("acemq: outbox relay: claim: %w", err)
+		return fmt.Errorf("acemq: outbox relay: claim: %w", err)
 	}
-	more := len(rows) == r.cfg.batch
+	b.more = len(b.rows) == r.cfg.batch
 	var used int64
-	for i := range rows {
-		if rows[i].size <= inlineBody {
-			used += rows[i].size
-			continue
+	for i := range b.rows {
+		x := &b.rows[i]
+		if x.size > inlineBody {
+			if i > 0 && used+x.size > batchBytes {
+				b.rows, b.more, b.cut = b.rows[:i], true, true // the rest wait for the next batch
+				return nil
+			}
+			if err := b.tx.QueryRow(ctx, r.o.q.body, x.seq).Scan(&x.body); err != nil {
+				return fmt.Errorf("acemq: outbox relay: read the body of %s: %w", x.id, err)
+			}
 		}
-		if i > 0 && used+rows[i].size > batchBytes {
-			return rows[:i], true, nil // the rest stay for the next batch
-		}
-		if err := tx.QueryRow(ctx, r.o.q.body, rows[i].seq).Scan(&rows[i].body); err != nil {
-			return nil, false, fmt.Errorf("acemq: outbox relay: read the body of %s: %w", rows[i].id, err)
-		}
-		used += rows[i].size
+		used += x.size
 	}
-	return rows, more, nil
+	return nil
 }
 
 // outcome is what became of one row's publish.
@@ -173,7 +179,9 @@ var errUnroutable = errors.New("acemq: message reached no queue (confirmed, but 
 // settle deletes the published rows, records the failures with their next
 // attempt, and commits. A failed commit leaves every row as it was: the
 // published ones go out again, with the same ids.
-func (r *Relay) settle(ctx context.Context, tx pgx.Tx, rows []row, results []result) error {
+func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error {
+	defer b.end(ctx)
+	tx, rows := b.tx, b.rows
 	var done, seqs, delays []int64
 	var errs []string
 	closed := false

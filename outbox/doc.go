@@ -81,7 +81,9 @@
 //
 // Batches of one relay never overlap: each message of a batch has been
 // confirmed or has failed before the next batch is claimed, and batches
-// are claimed in write order. Within a batch, publishes are started in
+// are claimed in write order. (Only a batch's delete and commit overlap
+// the next batch: the rows it holds stay locked until then, and the next
+// claim skips them.) Within a batch, publishes are started in
 // write order, with up to [WithConcurrency] awaiting their confirm at once;
 // concurrent publishes may overtake each other on the way to the broker
 // (the RabbitMQ transport spreads them over several channels), so a

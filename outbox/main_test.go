@@ -132,7 +132,9 @@ type broker struct {
 
 // brokers are the transports every relay test runs on: the memory
 // transport always, RabbitMQ when ACEMQ_AMQP_URL is set (and under CI).
-func brokers(t *testing.T) []broker {
+func brokers(t *testing.T) []broker { return brokersB(t) }
+
+func brokersB(t testing.TB) []broker {
 	t.Helper()
 	mem := memory.New(memory.WithRealClock())
 	t.Cleanup(func() { _ = mem.Close() })

@@ -100,9 +100,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	p := &pipeline{r: r}
+	defer func() {
+		if err := p.wait(); err != nil {
+			r.log.Error("outbox relay batch failed as it stopped", zap.Error(err))
+		}
+	}()
 	failures := 0
 	for {
-		more, err := r.batch(ctx, work)
+		more, err := p.step(ctx, work)
 		switch {
 		case err == nil:
 			failures = 0
