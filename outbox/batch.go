@@ -159,9 +159,10 @@ func (r *Relay) publish(ctx context.Context, x *row) result {
 	case err == nil && c.Routed:
 		return result{outcome: published, confirmed: time.Now()}
 	case err == nil:
-		r.in.unroutable.Add(ctx, 1)
+		r.in.unroutable.Add(ctx, 1, r.in.add)
 		return result{outcome: unroutable, err: errUnroutable}
-	case errors.Is(err, transport.ErrClosed), ctx.Err() != nil:
+	case errors.Is(err, transport.ErrClosed), errors.Is(err, transport.ErrBlocked), ctx.Err() != nil:
+		// Nothing wrong with the message: the row is left as it was.
 		return result{outcome: untouched, err: err}
 	case errors.Is(err, transport.ErrNacked):
 		r.in.failed.Add(ctx, 1, r.in.nacked)
@@ -184,7 +185,7 @@ func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error 
 	tx, rows := b.tx, b.rows
 	var done, seqs, delays []int64
 	var errs []string
-	closed := false
+	var closed, blocked error
 	for i, res := range results {
 		x := &rows[i]
 		switch res.outcome {
@@ -197,7 +198,12 @@ func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error 
 				zap.String("id", x.id), zap.String("exchange", x.exchange), zap.String("routing_key", x.key),
 				zap.Int32("attempts", x.attempts+1), zap.Duration("retry_in", wait), zap.Error(res.err))
 		case untouched:
-			closed = closed || errors.Is(res.err, transport.ErrClosed)
+			switch {
+			case errors.Is(res.err, transport.ErrClosed):
+				closed = res.err
+			case errors.Is(res.err, transport.ErrBlocked):
+				blocked = res.err
+			}
 		}
 	}
 	if len(done) > 0 {
@@ -214,15 +220,18 @@ func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error 
 		return r.notRecorded(len(done), err)
 	}
 	if len(done) > 0 {
-		r.in.published.Add(ctx, int64(len(done)))
+		r.in.published.Add(ctx, int64(len(done)), r.in.add)
 		for i, res := range results {
 			if res.outcome == published {
-				r.in.lag.Record(ctx, res.confirmed.Sub(rows[i].created).Seconds())
+				r.in.lag.Record(ctx, res.confirmed.Sub(rows[i].created).Seconds(), r.in.record)
 			}
 		}
 	}
-	if closed {
+	switch {
+	case closed != nil:
 		return errClosed
+	case blocked != nil: // the whole relay waits, not each row
+		return fmt.Errorf("acemq: outbox relay: the broker refuses publishes: %w", blocked)
 	}
 	return nil
 }

@@ -107,14 +107,26 @@
 // queue name, a name longer than AMQP's 255 bytes) or headers JSON cannot
 // store ([ErrInvalidMessage]).
 //
-// # Failures of the database
+// # Failures of the database and the broker
 //
 // A batch that fails as a whole (a lost or restarted database, a commit
 // that did not go through) is logged, the relay waits with backoff and
 // tries again; [Relay.Run] does not return for it. Whatever that batch
-// published goes out again: a duplicate, never a loss. Run returns an
-// error only when it cannot go on: the table does not exist, or the
-// transport was closed.
+// published goes out again: a duplicate, never a loss. A broker that
+// refuses publishes under a memory or disk alarm (transport.ErrBlocked)
+// is the relay's trouble, not the messages': their rows are left as they
+// were, and the relay waits and tries again. Run returns an error only
+// when it cannot go on: the table does not exist, or the transport was
+// closed.
+//
+// The claiming transaction stays open, idle, while its messages are
+// published. A database that ends idle transactions
+// (idle_in_transaction_session_timeout) sooner than a batch takes to
+// publish turns every batch into duplicates: keep that setting above the
+// transport's confirm timeout. LISTEN belongs to a session: a relay's pool
+// must reach PostgreSQL directly or through session pooling (PgBouncer's
+// transaction pooling loses the notifications; the relay then works by
+// polling alone).
 //
 // # Metrics
 //
@@ -124,5 +136,6 @@
 // acemq.outbox.publish.failed by reason (nacked, unconfirmed, error), and
 // acemq.outbox.relay.lag, a histogram of the time from a row's transaction
 // to its confirm. Times are the database's for the row and the relay's for
-// the confirm.
+// the confirm. Every measurement has a table attribute, the outbox's
+// table, so that several outboxes in one process stay apart.
 package outbox

@@ -33,11 +33,14 @@ type instruments struct {
 	unroutable metric.Int64Counter
 	failed     metric.Int64Counter
 	lag        metric.Float64Histogram
-	// failure reasons, built once.
+	// attribute sets, built once: the table, and the table with a reason.
+	add                        metric.AddOption
+	record                     metric.RecordOption
+	observeOpt                 metric.ObserveOption
 	nacked, unconfirmed, other metric.AddOption
 }
 
-func newInstruments(mp metric.MeterProvider) *instruments {
+func newInstruments(mp metric.MeterProvider, table string) *instruments {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
@@ -57,8 +60,11 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Publishes nacked, unconfirmed or refused, by reason; the row stays and is retried."))
 	in.lag, _ = m.Float64Histogram(MetricLag, metric.WithUnit("s"),
 		metric.WithDescription("Time from a row's transaction to the broker's confirm of its message."))
+	t := attribute.String("table", table)
+	set := metric.WithAttributeSet(attribute.NewSet(t))
+	in.add, in.record, in.observeOpt = set, set, set
 	reason := func(r string) metric.AddOption {
-		return metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+		return metric.WithAttributeSet(attribute.NewSet(t, attribute.String("reason", r)))
 	}
 	in.nacked, in.unconfirmed, in.other = reason("nacked"), reason("unconfirmed"), reason("error")
 	return in
@@ -74,8 +80,8 @@ func (in *instruments) observe(o *Outbox) (metric.Registration, error) {
 		if err != nil {
 			return err
 		}
-		obs.ObserveInt64(in.pending, s.Pending)
-		obs.ObserveFloat64(in.oldest, s.OldestAge.Seconds())
+		obs.ObserveInt64(in.pending, s.Pending, in.observeOpt)
+		obs.ObserveFloat64(in.oldest, s.OldestAge.Seconds(), in.observeOpt)
 		return nil
 	}, in.pending, in.oldest)
 }

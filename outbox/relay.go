@@ -63,7 +63,7 @@ func NewRelay(o *Outbox, t transport.Transport, opts ...RelayOption) (*Relay, er
 		log = zap.NewNop()
 	}
 	log = log.With(zap.String("outbox", o.Table()))
-	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters)}, nil
+	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters, o.Table())}, nil
 }
 
 // Run relays until ctx ends, then finishes the batch in hand (within
