@@ -46,8 +46,9 @@
 // created_at, the writing transaction's start, in Unix milliseconds), and
 // x-acemq-exchange and x-acemq-routing-key.
 //
-// A relay wakes on the table's notifications, on a connection of its own,
-// and looks for due rows every poll interval ([WithPollInterval]) besides:
+// A relay wakes on the table's notifications, on a connection it takes
+// out of the pool for good (the pool may open another in its place), and
+// looks for due rows every poll interval ([WithPollInterval]) besides:
 // that is what finds a retry that came due, and rows whose notification
 // was missed while the listening connection was down.
 //

@@ -103,8 +103,8 @@ func WithStopTimeout(d time.Duration) RelayOption { return stopTimeoutOption(d) 
 
 // WithLogger sets the relay's logger; nothing is logged unless given.
 // Failed publishes are logged at Warn, lost database connections and
-// transactions that could not record a publish at Error. Connection
-// strings and passwords are never logged.
+// transactions that could not record a publish at Error. Passwords never
+// appear in what is logged.
 func WithLogger(l *zap.Logger) RelayOption { return loggerOption{l} }
 
 // WithMeterProvider sets where the relay's metrics go (see "Metrics" in the

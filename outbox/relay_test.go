@@ -284,3 +284,26 @@ func (f *fixture) attemptsOf(t testing.TB, id string) (int, string, bool) {
 	}
 	return n, *last, true
 }
+
+// A relay needs no more than one pooled connection: the claim of a batch
+// waits for the one before it to settle rather than deadlock.
+func TestRelayOnAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	f := setup(t, brokers(t)[0])
+	c := collect(t, f.tr, f.queue)
+	o, err := outbox.New(postgresPool(t, 1, ""), outbox.WithTable(f.o.Table()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []outbox.Message
+	for range 300 {
+		msgs = append(msgs, outbox.Message{Queue: f.queue, Body: []byte("1")})
+	}
+	write(t, f.pool, f.o, msgs...)
+	stop := run(t, newRelay(t, o, f.tr, outbox.WithBatchSize(50)))
+	c.wait(t, 300, 20*time.Second)
+	f.waitEmpty(t, 5*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
