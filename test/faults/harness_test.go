@@ -272,19 +272,20 @@ func serve(tb testing.TB, tr transport.Transport, queue string, srv *acemq.Serve
 }
 
 // stop shuts the server down and returns Run's error; it may be called
-// more than once.
+// more than once. A Shutdown that does not return is reported, not waited
+// for forever.
 func (r *running) stop(tb testing.TB) error {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = r.srv.Shutdown(ctx)
+	go func() { _ = r.srv.Shutdown(ctx) }()
 	select {
 	case err := <-r.done:
 		r.done <- err
 		return err
 	case <-time.After(20 * time.Second):
-		tb.Errorf("Run did not return within 20s of Shutdown")
-		return errors.New("hung")
+		tb.Errorf("Run did not return within 20s of Shutdown with a 10s deadline")
+		return errors.New("acemq faults: Run hung in Shutdown")
 	}
 }
 
