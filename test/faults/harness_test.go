@@ -467,7 +467,11 @@ type tally struct {
 // while a scenario waits for it to settle, and then everything else left.
 type sink struct {
 	url, queue string
-	mu         sync.Mutex
+	// graveyard is where the queue's own dead-lettering (its
+	// x-dead-letter-exchange) sends what the library rejected: counted as
+	// dead-lettered.
+	graveyard string
+	mu        sync.Mutex
 	dlq        map[string]int
 	parked     map[string]int
 }
@@ -483,6 +487,9 @@ func (s *sink) poll() {
 	defer s.mu.Unlock()
 	_ = drainInto(s.dlq, s.url, acemq.DeadLetterQueue(s.queue))
 	_ = drainInto(s.parked, s.url, acemq.ParkedQueue(s.queue))
+	if s.graveyard != "" {
+		_ = drainInto(s.dlq, s.url, s.graveyard)
+	}
 }
 
 // settled reports whether every job has reached its end: the accepted ones
@@ -519,6 +526,9 @@ func (s *sink) collect(tb testing.TB, name string, published []job, accepted map
 	defer s.mu.Unlock()
 	addAll(s.dlq, drain(tb, s.url, acemq.DeadLetterQueue(s.queue)))
 	addAll(s.parked, drain(tb, s.url, acemq.ParkedQueue(s.queue)))
+	if s.graveyard != "" {
+		addAll(s.dlq, drain(tb, s.url, s.graveyard))
+	}
 	tl := &tally{name: name, published: published, accepted: accepted, dlq: s.dlq, parked: s.parked,
 		queued: drain(tb, s.url, s.queue)}
 	for _, d := range p.BrokerRungs() {
@@ -530,6 +540,16 @@ func (s *sink) collect(tb testing.TB, name string, published []job, accepted map
 func addAll(into, from map[string]int) {
 	for k, v := range from {
 		into[k] += v
+	}
+}
+
+// merge adds other's ids to tl, for a scenario over several queues.
+func (tl *tally) merge(other *tally) {
+	tl.published = append(tl.published, other.published...)
+	for _, m := range []struct{ into, from map[string]int }{
+		{tl.accepted, other.accepted}, {tl.dlq, other.dlq}, {tl.parked, other.parked}, {tl.queued, other.queued},
+	} {
+		addAll(m.into, m.from)
 	}
 }
 
