@@ -472,8 +472,8 @@ type sink struct {
 	// dead-lettered.
 	graveyard string
 	mu        sync.Mutex
-	dlq        map[string]int
-	parked     map[string]int
+	dlq       map[string]int
+	parked    map[string]int
 }
 
 func newSink(url, queue string) *sink {
