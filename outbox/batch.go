@@ -103,37 +103,6 @@ type result struct {
 	confirmed time.Time
 }
 
-// publishAll publishes rows starting in their order, at most concurrency
-// awaiting a confirm at once, and stops starting new ones when ctx ends.
-func (r *Relay) publishAll(ctx, work context.Context, rows []row) []result {
-	results := make([]result, len(rows))
-	sem := make(chan struct{}, r.cfg.concurrency)
-	done := make(chan struct{}, len(rows))
-	started := 0
-start:
-	for i := range rows {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			break start
-		}
-		if ctx.Err() != nil {
-			<-sem
-			break
-		}
-		started++
-		go func() {
-			results[i] = r.publish(work, &rows[i])
-			<-sem
-			done <- struct{}{}
-		}()
-	}
-	for range started {
-		<-done
-	}
-	return results
-}
-
 // publish sends one row with the wire contract's headers.
 func (r *Relay) publish(ctx context.Context, x *row) result {
 	headers, err := decodeHeaders(x.headers)

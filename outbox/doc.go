@@ -80,18 +80,20 @@
 //
 // # Ordering
 //
-// Batches of one relay never overlap: each message of a batch has been
-// confirmed or has failed before the next batch is claimed, and batches
-// are claimed in write order. (Only a batch's delete and commit overlap
-// the next batch: the rows it holds stay locked until then, and the next
-// claim skips them.) Within a batch, publishes are started in
-// write order, with up to [WithConcurrency] awaiting their confirm at once;
-// concurrent publishes may overtake each other on the way to the broker
-// (the RabbitMQ transport spreads them over several channels), so a
-// consumer can see messages written close together in a different order.
-// With a concurrency of one, each message is published only after the one
-// written before it was confirmed: the first publish of every message
-// follows write order exactly.
+// A relay starts its publishes in write order. It claims the next batch
+// while the last messages of the one before are still awaiting their
+// confirms, but starts none of it before every message of the batch before
+// has been started; at most [WithConcurrency] publishes await a confirm at
+// once, across batches. A batch is deleted once all its publishes have
+// ended, while later batches are published; the rows it holds stay locked
+// until then, and later claims skip them.
+//
+// Publishes awaiting their confirms together may overtake each other on
+// the way to the broker (the RabbitMQ transport spreads them over several
+// channels), so a consumer can see messages written close together in a
+// different order. With a concurrency of one, each message is published
+// only after the one written before it was confirmed: the first publish of
+// every message follows write order exactly.
 //
 // What no setting orders: a message that failed is retried after messages
 // written later have gone out, and several relays on one table publish

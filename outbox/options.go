@@ -17,8 +17,8 @@ const (
 	DefaultMaxBodySize = 16 << 20
 	// DefaultBatchSize is how many rows a relay claims at a time.
 	DefaultBatchSize = 256
-	// DefaultConcurrency is how many publishes of one batch a relay keeps
-	// awaiting a confirm at once.
+	// DefaultConcurrency is how many publishes a relay keeps awaiting a
+	// confirm at once.
 	DefaultConcurrency = 64
 	// DefaultPollInterval is how often a relay looks for due rows when no
 	// notification woke it.
@@ -75,11 +75,11 @@ func WithMaxBodySize(n int) Option { return maxBodyOption(n) }
 // (or at its first row, if that alone is larger).
 func WithBatchSize(n int) RelayOption { return batchOption(n) }
 
-// WithConcurrency sets how many publishes of a batch may await their
+// WithConcurrency sets how many of a relay's publishes may await their
 // confirm at once; [DefaultConcurrency] unless given. One publishes strictly
 // in write order, each message only after the one before it was confirmed;
-// more is faster but lets the messages of one batch overtake each other on
-// the way to the broker (see "Ordering" in the package documentation).
+// more is faster but lets messages published together overtake each other
+// on the way to the broker (see "Ordering" in the package documentation).
 func WithConcurrency(n int) RelayOption { return concurrencyOption(n) }
 
 // WithPollInterval sets how often a relay looks for due rows without being

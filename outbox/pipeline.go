@@ -3,49 +3,119 @@ package outbox
 import (
 	"context"
 	"errors"
+	"sync"
 )
 
-// pipeline runs a relay's batches one after another, overlapping each
-// batch's settle (the delete and the commit) with the claim and publishes
-// of the next. Publishes never overlap: a batch is claimed while the one
-// before it settles, but published only once that one's publishes have all
-// ended. At most one settle is in flight.
+// pipeline streams a relay's batches through three overlapping stages:
+// claim (the Run goroutine), publish (a goroutine per message, at most
+// concurrency of them awaiting a confirm across batches) and settle (one
+// goroutine, batches in claim order). A batch is claimed once every
+// message of the one before it has been started, so publishes start in
+// write order and the transport never waits for the database; each batch
+// settles once all its publishes have ended.
 type pipeline struct {
-	r        *Relay
-	settling chan error // the settle in flight; nil when none
+	r     *Relay
+	work  context.Context
+	slots chan struct{}  // one per publish awaiting a confirm
+	queue chan *inflight // to the settler, in claim order
+	done  chan struct{}  // closed when the settler has ended
+
+	mu  sync.Mutex
+	err error // settle errors not yet reported by step
 }
 
-// wait waits for the settle in flight, if any, and returns its error.
-func (p *pipeline) wait() error {
-	if p.settling == nil {
-		return nil
+// inflight is a claimed batch being published.
+type inflight struct {
+	*claimed
+	results []result
+	wg      sync.WaitGroup // its publishes
+	settled chan struct{}
+}
+
+func newPipeline(r *Relay, work context.Context) *pipeline {
+	p := &pipeline{
+		r:     r,
+		work:  work,
+		slots: make(chan struct{}, r.cfg.concurrency),
+		queue: make(chan *inflight, 1),
+		done:  make(chan struct{}),
 	}
-	err := <-p.settling
-	p.settling = nil
+	go p.settler()
+	return p
+}
+
+// settler settles each batch once its publishes have ended.
+func (p *pipeline) settler() {
+	defer close(p.done)
+	for f := range p.queue {
+		f.wg.Wait()
+		if err := p.r.settle(p.work, f.claimed, f.results); err != nil {
+			p.mu.Lock()
+			p.err = errors.Join(p.err, err)
+			p.mu.Unlock()
+		}
+		close(f.settled)
+	}
+}
+
+// close waits for every batch handed to the settler and returns the
+// errors not yet reported.
+func (p *pipeline) close() error {
+	close(p.queue)
+	<-p.done
+	return p.takeErr()
+}
+
+func (p *pipeline) takeErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.err
+	p.err = nil
 	return err
 }
 
-// step claims a batch, publishes it and starts its settle. more says a
-// next batch may be due at once. The rows of the settling batch are
-// locked, so the next claim skips them; a batch cut at its byte budget
-// settles before the next claim instead, so that the rows it left are
-// claimed next, in order. ctx ending stops new publishes and waits for the
-// settle.
-func (p *pipeline) step(ctx, work context.Context) (more bool, err error) {
-	if ctx.Err() != nil {
-		return false, p.wait()
+// step claims a batch, starts its publishes in order and hands it to the
+// settler. more says a next batch may be due at once; err is this claim's
+// error or that of settles since the last step. A batch cut at its byte
+// budget settles before step returns, so that the rows it left are claimed
+// next, in order. ctx ending stops new publishes; what was started is
+// settled.
+func (p *pipeline) step(ctx context.Context) (more bool, err error) {
+	if err := p.takeErr(); err != nil || ctx.Err() != nil {
+		return false, err
 	}
-	b, err := p.r.claim(work)
+	b, err := p.r.claim(p.work)
 	if err != nil || b == nil {
-		return false, errors.Join(err, p.wait())
+		return false, err
 	}
-	results := p.r.publishAll(ctx, work, b.rows)
-	prev := p.wait()
-	settling := make(chan error, 1)
-	p.settling = settling
-	go func() { settling <- p.r.settle(work, b, results) }()
+	f := &inflight{claimed: b, results: make([]result, len(b.rows)), settled: make(chan struct{})}
+	p.start(ctx, f)
+	p.queue <- f
 	if b.cut || ctx.Err() != nil {
-		return b.more, errors.Join(prev, p.wait())
+		<-f.settled
+		return b.more, p.takeErr()
 	}
-	return b.more, prev
+	return b.more, nil
+}
+
+// start publishes f's rows, starting them in order as slots free up, and
+// returns once all are started or ctx ended (the rest stay untouched).
+func (p *pipeline) start(ctx context.Context, f *inflight) {
+	for i := range f.rows {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if ctx.Err() != nil {
+			<-p.slots
+			return
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.results[i] = p.r.publish(p.work, &f.rows[i])
+			<-p.slots
+		}()
+	}
 }

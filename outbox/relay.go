@@ -66,7 +66,7 @@ func NewRelay(o *Outbox, t transport.Transport, opts ...RelayOption) (*Relay, er
 	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters, o.Table())}, nil
 }
 
-// Run relays until ctx ends, then finishes the batch in hand (within
+// Run relays until ctx ends, then records the publishes it started (within
 // [WithStopTimeout]) and returns nil once every goroutine it started has
 // ended. It wakes on the outbox's notifications, and every poll interval
 // without them. Trouble that may pass (a lost database connection, a
@@ -97,18 +97,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	p := &pipeline{r: r}
+	p := newPipeline(r, work)
 	defer func() {
-		if err := p.wait(); err != nil {
+		if err := p.close(); err != nil {
 			r.log.Error("outbox relay batch failed as it stopped", zap.Error(err))
 		}
 	}()
 	failures := 0
 	for {
-		more, err := p.step(ctx, work)
+		more, err := p.step(ctx)
 		switch {
 		case err == nil:
 			failures = 0
@@ -121,38 +118,28 @@ func (r *Relay) Run(ctx context.Context) error {
 		default:
 			failures++
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		wait := r.cfg.poll
 		switch {
+		case ctx.Err() != nil:
+			return nil
 		case err != nil:
-			wait = backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures-1)
+			wait := backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures-1)
 			r.log.Error("outbox relay batch failed; retrying", zap.Error(err),
 				zap.Int("failures", failures), zap.Duration("retry_in", wait))
-		case more:
-			continue
+			sleep(ctx, wait, nil) // a notification does not cut a backoff short
+		case !more:
+			sleep(ctx, r.cfg.poll, wake)
 		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-			if err != nil { // a notification does not cut a backoff short
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-timer.C:
-				}
-			}
-		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+	}
+}
+
+// sleep waits for d, ctx, or a signal on wake.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
 	}
 }
 
