@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,39 +270,6 @@ func TestStopFinishesTheBatchInHand(t *testing.T) {
 		}
 		if got, _ := c.snapshot(); len(got) != n {
 			t.Errorf("%d deliveries, want %d: no duplicates after a clean stop", len(got), n)
-		}
-	})
-}
-
-func TestRunStopsWhenItCannotGoOn(t *testing.T) {
-	t.Parallel()
-	pool := postgresPool(t, 4, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-
-	t.Run("missing table", func(t *testing.T) {
-		o, err := outbox.New(pool, outbox.WithTable(uniq("no_such_outbox")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem := brokers(t)[0].connect(t)
-		err = newRelay(t, o, mem).Run(ctx)
-		if err == nil || !strings.Contains(err.Error(), "does not exist") {
-			t.Errorf("Run = %v, want the missing table", err)
-		}
-	})
-	t.Run("closed transport", func(t *testing.T) {
-		o := newOutbox(t, pool)
-		tr := brokers(t)[0].connect(t)
-		q := uniq("q")
-		write(t, pool, o, outbox.Message{Queue: q, Body: []byte("x")})
-		_ = tr.Close()
-		if err := newRelay(t, o, tr).Run(ctx); !errors.Is(err, transport.ErrClosed) {
-			t.Errorf("Run = %v, want transport.ErrClosed", err)
-		}
-		var attempts int
-		if err := pool.QueryRow(ctx, "SELECT attempts FROM "+o.Table()).Scan(&attempts); err != nil || attempts != 0 {
-			t.Errorf("the row: attempts %d, %v; want it kept, untouched", attempts, err)
 		}
 	})
 }

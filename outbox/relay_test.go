@@ -251,21 +251,6 @@ func TestTwoRelaysDeliverEachMessageOnce(t *testing.T) {
 	})
 }
 
-// percentile is the q-quantile of ds (nearest rank).
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	for i := 1; i < len(s); i++ { // insertion sort: a few hundred values
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 // attemptsOf reads the attempts and last error of the row with id.
 func (f *fixture) attemptsOf(t testing.TB, id string) (int, string, bool) {
 	t.Helper()

@@ -1,0 +1,86 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/outbox"
+	"github.com/acemq/acemq/transport"
+)
+
+// blocking is a transport under a broker alarm while blocked is set.
+type blocking struct {
+	transport.Transport
+	blocked atomic.Bool
+	refused atomic.Int32
+}
+
+func (b *blocking) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	if b.blocked.Load() {
+		b.refused.Add(1)
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish: %w (memory alarm)", transport.ErrBlocked)
+	}
+	return b.Transport.Publish(ctx, p)
+}
+
+// A blocked broker is the relay's trouble, not the messages': rows keep
+// their attempts, and the relay as a whole waits and tries again.
+func TestBlockedBrokerLeavesRowsAlone(t *testing.T) {
+	t.Parallel()
+	f := setup(t, brokers(t)[0])
+	c := collect(t, f.tr, f.queue)
+	bt := &blocking{Transport: f.tr}
+	bt.blocked.Store(true)
+	stop := run(t, newRelay(t, f.o, bt, fast, outbox.WithPollInterval(50*time.Millisecond)))
+	ids := write(t, f.pool, f.o, outbox.Message{Queue: f.queue, Body: []byte("a")}, outbox.Message{Queue: f.queue, Body: []byte("b")})
+	waitFor(t, 10*time.Second, "the relay did not try again while blocked", func() bool { return bt.refused.Load() >= 6 })
+	for _, id := range ids {
+		if n, last, ok := f.attemptsOf(t, id); !ok || n != 0 || last != "" {
+			t.Errorf("row %s while blocked: present %v, attempts %d, last error %q; want it untouched", id, ok, n, last)
+		}
+	}
+	bt.blocked.Store(false)
+	c.wait(t, 2, 10*time.Second)
+	f.waitEmpty(t, 5*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v; a blocked broker must not stop it", err)
+	}
+}
+
+func TestRunStopsWhenItCannotGoOn(t *testing.T) {
+	t.Parallel()
+	pool := postgresPool(t, 4, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	t.Run("missing table", func(t *testing.T) {
+		o, err := outbox.New(pool, outbox.WithTable(uniq("no_such_outbox")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := brokers(t)[0].connect(t)
+		err = newRelay(t, o, mem).Run(ctx)
+		if err == nil || !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("Run = %v, want the missing table", err)
+		}
+	})
+	t.Run("closed transport", func(t *testing.T) {
+		o := newOutbox(t, pool)
+		tr := brokers(t)[0].connect(t)
+		q := uniq("q")
+		write(t, pool, o, outbox.Message{Queue: q, Body: []byte("x")})
+		_ = tr.Close()
+		if err := newRelay(t, o, tr).Run(ctx); !errors.Is(err, transport.ErrClosed) {
+			t.Errorf("Run = %v, want transport.ErrClosed", err)
+		}
+		var attempts int
+		if err := pool.QueryRow(ctx, "SELECT attempts FROM "+o.Table()).Scan(&attempts); err != nil || attempts != 0 {
+			t.Errorf("the row: attempts %d, %v; want it kept, untouched", attempts, err)
+		}
+	})
+}
