@@ -92,14 +92,16 @@
 // the way to the broker (the RabbitMQ transport spreads them over several
 // channels), so a consumer can see messages written close together in a
 // different order. With a concurrency of one, each message is published
-// only after the one written before it was confirmed: the first publish of
-// every message follows write order exactly.
+// only after the one written before it was confirmed: the first attempts
+// follow write order exactly.
 //
-// What no setting orders: a message that failed is retried after messages
-// written later have gone out, and several relays on one table publish
-// side by side with no order between them. A consumer that needs strict
-// order runs one relay with a concurrency of one and must still expect a
-// retried message to arrive late.
+// What no setting orders: a message whose attempt failed (unroutable,
+// nacked, unconfirmed, refused, or not sent because the broker was
+// blocked) is retried after messages written later have gone out, and
+// several relays on one table publish side by side with no order between
+// them. A consumer that needs strict order runs one relay with a
+// concurrency of one and must still expect a retried message to arrive
+// late.
 //
 // # Bad input
 //

@@ -76,10 +76,11 @@ func WithMaxBodySize(n int) Option { return maxBodyOption(n) }
 func WithBatchSize(n int) RelayOption { return batchOption(n) }
 
 // WithConcurrency sets how many of a relay's publishes may await their
-// confirm at once; [DefaultConcurrency] unless given. One publishes strictly
-// in write order, each message only after the one before it was confirmed;
-// more is faster but lets messages published together overtake each other
-// on the way to the broker (see "Ordering" in the package documentation).
+// confirm at once; [DefaultConcurrency] unless given. One tries messages
+// strictly in write order, each only after the one before it was confirmed
+// or failed; more is faster but lets messages published together overtake
+// each other on the way to the broker (see "Ordering" in the package
+// documentation).
 func WithConcurrency(n int) RelayOption { return concurrencyOption(n) }
 
 // WithPollInterval sets how often a relay looks for due rows without being
