@@ -292,3 +292,37 @@ func TestRelayOnAPoolOfOne(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A schema-qualified table gets its trigger function in its schema, and
+// relays hear its notifications (the channel is "schema.table").
+func TestSchemaQualifiedTable(t *testing.T) {
+	t.Parallel()
+	b := brokers(t)[0]
+	pool := postgresPool(t, 4, "")
+	schema := uniq("outbox_schema")
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	o, err := outbox.New(pool, outbox.WithTable(schema+".outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if _, err := pool.Exec(ctx, o.CreateTableSQL()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := b.connect(t)
+	q := uniq("q")
+	b.declareQueue(t, tr, q)
+	c := collect(t, tr, q)
+	stop := run(t, newRelay(t, o, tr, outbox.WithPollInterval(time.Hour)))
+	time.Sleep(100 * time.Millisecond) // let the relay LISTEN first
+	write(t, pool, o, outbox.Message{Queue: q, Body: []byte("x")})
+	c.wait(t, 1, 10*time.Second) // no poll for an hour: the notification woke it
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
