@@ -33,8 +33,8 @@ import (
 )
 
 const (
-	exchange = "acemq.example.orders"
-	queue    = "acemq.example.orders.placed"
+	exchange = "acemq.example.outbox"
+	queue    = "acemq.example.outbox.order.placed"
 	key      = "order.placed"
 )
 
