@@ -26,7 +26,11 @@
 // and a statement trigger that NOTIFYs the relays on every insert. A NOTIFY
 // is delivered when its transaction commits, and only then, so a relay
 // wakes exactly when there is something it may publish. Rows are ordered
-// by an identity column, seq, which is the write order.
+// by an identity column, seq: the write order, meaning the order of the
+// inserts. It is exact within a transaction and between transactions that
+// follow each other; of two transactions that overlap, the one that
+// inserted first may commit last, and its rows then go out after the
+// other's.
 //
 // Each row carries its message's x-acemq-id, given or generated at write
 // time. A relay that publishes a row twice (see "Duplicates") publishes the
