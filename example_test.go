@@ -62,7 +62,10 @@ func ExampleServer() {
 	srv := &acemq.Server{Transport: conn, Handler: mux, Retry: policy}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(context.Background()) }()
-	waitFor(func() bool { info, _ := conn.Inspect(context.Background(), "shipping.orders"); return info.Consumers == 1 })
+	waitFor(func() bool {
+		info, _ := conn.Inspect(context.Background(), "shipping.orders")
+		return info.Consumers == 1
+	})
 
 	pub := &acemq.Publisher{Transport: conn, Mandatory: true}
 	pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "shipping.orders", Body: []byte(`{"id":1}`)})

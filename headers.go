@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acemq/acemq/transport"
 )
 
 // The wire contract's headers, shared with every AceMQ library.
@@ -63,30 +65,12 @@ func newID() string {
 // intHeader reads an integer header written by any family member: any Go
 // integer or float type, or decimal digits in a string or bytes.
 func intHeader(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
+	if n, ok := transport.Int64(v); ok {
 		return n, true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint64:
-		if n > 1<<62 {
-			return 0, false
-		}
-		return int64(n), true
+	}
+	switch n := v.(type) {
 	case float32:
-		return int64(n), n == n
+		return int64(n), n == n && n < 1<<62 && n > -(1<<62)
 	case float64:
 		return int64(n), n == n && n < 1<<62 && n > -(1<<62)
 	case string:

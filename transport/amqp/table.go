@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/internal/fieldvalue"
 )
 
 // seqHeader carries the id that correlates a basic.return with its publish:
@@ -37,27 +39,6 @@ func toField(v any) (any, error) {
 	switch v := v.(type) {
 	case nil, bool, int8, int16, int32, int64, float32, float64, string, []byte, time.Time, amqp.Decimal:
 		return v, nil
-	case int:
-		if v >= math.MinInt32 && v <= math.MaxInt32 {
-			return int32(v), nil
-		}
-		return int64(v), nil
-	case uint8:
-		return int16(v), nil
-	case uint16:
-		return int32(v), nil
-	case uint32:
-		return int64(v), nil
-	case uint:
-		if uint64(v) > math.MaxInt64 {
-			return nil, fmt.Errorf("integer %d overflows a signed 64-bit field", v)
-		}
-		return int64(v), nil
-	case uint64:
-		if v > math.MaxInt64 {
-			return nil, fmt.Errorf("integer %d overflows a signed 64-bit field", v)
-		}
-		return int64(v), nil
 	case map[string]any:
 		return toTable(v)
 	case amqp.Table:
@@ -79,6 +60,9 @@ func toField(v any) (any, error) {
 		}
 		return out, nil
 	default:
+		if n, ok, err := fieldvalue.Integer(v); ok {
+			return n, err
+		}
 		return nil, fmt.Errorf("unsupported header type %T", v)
 	}
 }

@@ -2,9 +2,9 @@ package memory
 
 import (
 	"fmt"
-	"math"
 	"time"
 
+	"github.com/acemq/acemq/internal/fieldvalue"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -34,27 +34,6 @@ func normalizeValue(v any) (any, error) {
 	switch v := v.(type) {
 	case nil, bool, int8, int16, int32, int64, float32, float64, string:
 		return v, nil
-	case int:
-		if v >= math.MinInt32 && v <= math.MaxInt32 {
-			return int32(v), nil
-		}
-		return int64(v), nil
-	case uint8:
-		return int16(v), nil
-	case uint16:
-		return int32(v), nil
-	case uint32:
-		return int64(v), nil
-	case uint:
-		if uint64(v) > math.MaxInt64 {
-			return nil, fmt.Errorf("integer %d overflows a signed 64-bit field", v)
-		}
-		return int64(v), nil
-	case uint64:
-		if v > math.MaxInt64 {
-			return nil, fmt.Errorf("integer %d overflows a signed 64-bit field", v)
-		}
-		return int64(v), nil
 	case []byte:
 		return append([]byte{}, v...), nil
 	case time.Time:
@@ -82,6 +61,9 @@ func normalizeValue(v any) (any, error) {
 		}
 		return out, nil
 	default:
+		if n, ok, err := fieldvalue.Integer(v); ok {
+			return n, err
+		}
 		return nil, fmt.Errorf("unsupported header type %T", v)
 	}
 }
@@ -125,27 +107,7 @@ func copyValue(v any) any {
 }
 
 // toInt64 reads any integer header or argument value.
-func toInt64(v any) (int64, bool) {
-	switch v := v.(type) {
-	case int:
-		return int64(v), true
-	case int8:
-		return int64(v), true
-	case int16:
-		return int64(v), true
-	case int32:
-		return int64(v), true
-	case int64:
-		return v, true
-	case uint8:
-		return int64(v), true
-	case uint16:
-		return int64(v), true
-	case uint32:
-		return int64(v), true
-	}
-	return 0, false
-}
+func toInt64(v any) (int64, bool) { return transport.Int64(v) }
 
 // field is one stored header. A stored message keeps its headers as a
 // slice, cheaper to build than a map; each delivery gets a map of its own.

@@ -177,27 +177,7 @@ func (e *env) wantErr(what string, err, target error) {
 }
 
 // asInt reads an integer header value of any width.
-func asInt(v any) (int64, bool) {
-	switch v := v.(type) {
-	case int:
-		return int64(v), true
-	case int8:
-		return int64(v), true
-	case int16:
-		return int64(v), true
-	case int32:
-		return int64(v), true
-	case int64:
-		return v, true
-	case uint8:
-		return int64(v), true
-	case uint16:
-		return int64(v), true
-	case uint32:
-		return int64(v), true
-	}
-	return 0, false
-}
+func asInt(v any) (int64, bool) { return transport.Int64(v) }
 
 // wantInt checks that headers[key] is the integer n.
 func (e *env) wantInt(headers map[string]any, key string, n int64) {
