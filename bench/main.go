@@ -20,7 +20,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,25 +36,26 @@ func main() {
 
 // config is what the flags set.
 type config struct {
-	url        string
-	rounds     int
-	n          int // publish and consume
-	memoryN    int
-	retryN     int
-	bodySize   int
-	window     int // publishes awaiting a confirm, every system
-	channels   int // acemq and raw confirm channels
-	publishers int // publishing goroutines
-	prefetch   int
-	workers    int // acemq Server concurrency; watermill handlers in retry
-	retryDelay time.Duration
-	scenarios  []string
-	systems    []string
-	json       bool
-	brokerPID  int // the broker's process, for its CPU time; 0 finds it, -1 does not
-	cpuProfile string
-	memProfile string
-	quiet      bool
+	url          string
+	rounds       int
+	n            int // publish and consume
+	memoryN      int
+	retryN       int
+	bodySize     int
+	window       int // publishes awaiting a confirm, every system
+	channels     int // acemq and raw confirm channels
+	publishers   int // publishing goroutines
+	prefetch     int
+	workers      int // acemq Server concurrency; watermill handlers in retry
+	retryDelay   time.Duration
+	scenarios    []string
+	systems      []string
+	json         bool
+	brokerPID    int // the broker's process, for its CPU time; 0 finds it, -1 does not
+	cpuProfile   string
+	memProfile   string
+	mutexProfile string
+	quiet        bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -77,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, "print one JSON object per scenario and system instead of the table")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile, labelled by system and scenario (go tool pprof -tagfocus system=acemq)")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile at the end")
+	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "write a mutex contention profile at the end")
 	fs.BoolVar(&c.quiet, "q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -130,6 +134,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	if cfg.mutexProfile != "" {
+		runtime.SetMutexProfileFraction(5)
+	}
 	progress := stderr
 	if cfg.quiet {
 		progress = io.Discard
@@ -138,12 +145,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.memProfile != "" {
-		if err := writeHeapProfile(cfg.memProfile); err != nil {
-			return err
+	for _, p := range []struct{ path, name string }{{cfg.memProfile, "allocs"}, {cfg.mutexProfile, "mutex"}} {
+		if p.path != "" {
+			if err := writeProfile(p.path, p.name); err != nil {
+				return err
+			}
 		}
 	}
 	rows := summarize(cfg, results)
+	if slices.Contains(cfg.systems, acemqSys) {
+		rows = append(rows, chainRow(chainCost(jsonBody(cfg.bodySize))))
+	}
 	if cfg.json {
 		return writeJSON(stdout, rows)
 	}
@@ -151,11 +163,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func writeHeapProfile(path string) error {
+func writeProfile(path, name string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return pprof.Lookup("allocs").WriteTo(f, 0)
+	return pprof.Lookup(name).WriteTo(f, 0)
 }

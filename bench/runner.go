@@ -91,7 +91,7 @@ type result struct {
 	elapsed          time.Duration
 	allocsPerMsg     float64
 	bytesPerMsg      float64
-	peakHeap         uint64        // above the heap at start
+	peakHeap         uint64        // the most heap found live, above that at start
 	cpuPerMsg        time.Duration // the process's CPU time (user and system)
 	brokerCPUPerMsg  time.Duration // the broker's, when it runs here; 0 when unknown
 	// retry only: deliveries held unsettled while waiting for their retry
@@ -147,7 +147,7 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 				}
 				r.round = round + 1
 				results = append(results, r)
-				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  CPU µs/msg %5.1f (broker %5.1f)  %6.1f allocs/msg  peak heap +%.1f MiB%s\n",
+				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  CPU µs/msg %5.1f (broker %5.1f)  %6.1f allocs/msg  peak live heap +%.1f MiB%s\n",
 					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r))
 			}
 		}
@@ -340,10 +340,11 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// heapObjects is the heap occupied by objects, live or not yet swept; it is
-// cheap to read, unlike runtime.ReadMemStats.
+// heapObjects is the heap the last GC found live: what the run holds on
+// to, whatever the GC's pacing. It is cheap to read, unlike
+// runtime.ReadMemStats.
 func heapObjects() uint64 {
-	s := [1]metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	s := [1]metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s[:])
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
