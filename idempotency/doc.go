@@ -54,6 +54,17 @@
 // the handler to own the transaction, so it is written by hand rather than
 // configured; see the example.
 //
+// # Any id works
+//
+// Ids come from publishers, and a consumer may not control them, so both
+// stores take any id but the empty one: a megabyte long, with NUL bytes,
+// newlines, quotes, invalid UTF-8. A short printable ASCII id, such as the
+// UUID acemq makes, is stored as it is; any other is stored as its
+// SHA-256 ([Key] says exactly which). Refusing such an id instead would
+// make a message fail, retry and be dead-lettered for want of a key, which
+// no production user wants. An empty id is [ErrEmptyID]; the server never
+// hands one to a handler.
+//
 // # Duplicates are counted
 //
 // A refused claim is accepted, and the handler is not called, but it is not

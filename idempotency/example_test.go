@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,6 +34,26 @@ func ExampleMemory() {
 	// first: true concurrent: false
 	// retry: true replay: false
 	// evictions: 0
+}
+
+// The key an id is filed under: the id itself when it is short printable
+// ASCII, else its SHA-256. Use it to find a message's row in the table.
+func ExampleKey() {
+	for _, id := range []string{
+		"7f9c2ba4-e88f-4e2b-9f4a-1c5d8b0e6a31",
+		"invoice\x00 2026/03",
+		strings.Repeat("order-", 1000),
+	} {
+		key, _ := idempotency.Key(id)
+		fmt.Println(key)
+	}
+	_, err := idempotency.Key("")
+	fmt.Println(err)
+	// Output:
+	// 7f9c2ba4-e88f-4e2b-9f4a-1c5d8b0e6a31
+	// sha256:94c7eaf3e6cae8c9e381580b63b41244e02d4fd4dbfe8db2093ca3b350a450ec
+	// sha256:bfd4db9579ba54d82640996f33946dd0a4c459e5dfb567c983fd4314879e96b2
+	// acemq: idempotency: empty message id
 }
 
 // The DDL for a migration. NewPostgres does no I/O, so this needs no

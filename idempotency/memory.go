@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,20 +23,30 @@ import (
 // restarts, use [Postgres], or better make the work itself idempotent.
 //
 // Memory starts no goroutine: expired ids are dropped lazily, by the calls
-// that come after them. It is safe for concurrent use.
+// that come after them. It is safe for concurrent use. Its calls never
+// block and never look at their context; the only error they return is
+// [ErrEmptyID]. Ids are filed under their [Key], so a long id costs no
+// more than 71 bytes.
 type Memory struct {
-	retention time.Duration
-	lease     time.Duration
+	retention int64 // nanoseconds
+	lease     int64 // nanoseconds
 	max       int
-	now       func() time.Time
+	start     time.Time        // the clock's zero: times are nanoseconds since
+	now       func() time.Time // nil: the monotonic clock, read through start
 
 	evictions atomic.Int64
 
 	mu        sync.Mutex
 	entries   map[string]*entry
-	pending   list // claimed ids, in lease-end order
-	confirmed list // confirmed ids, in confirmation order
+	pending   list   // claimed ids, in lease-end order
+	confirmed list   // confirmed ids, in confirmation order
+	spare     *entry // dropped entries kept for reuse, linked by next
+	spares    int
 }
+
+// maxSpares bounds the entries a Memory store keeps for reuse after a
+// release or an expiry; an eviction hands its entry straight on.
+const maxSpares = 256
 
 var _ Store = (*Memory)(nil)
 
@@ -43,12 +54,9 @@ var _ Store = (*Memory)(nil)
 // retention. A retention, lease or size that is not positive panics: it is a
 // mistake at start-up, not at the first message.
 func NewMemory(retention time.Duration, opts ...MemoryOption) *Memory {
-	cfg := memoryConfig{shared: shared{lease: DefaultLease, now: time.Now}, maxEntries: DefaultMaxEntries}
+	cfg := memoryConfig{shared: shared{lease: DefaultLease}, maxEntries: DefaultMaxEntries}
 	for _, o := range opts {
 		o.applyMemory(&cfg)
-	}
-	if cfg.now == nil {
-		cfg.now = time.Now
 	}
 	switch {
 	case retention <= 0:
@@ -58,62 +66,94 @@ func NewMemory(retention time.Duration, opts ...MemoryOption) *Memory {
 	case cfg.maxEntries <= 0:
 		panic(fmt.Sprintf("idempotency: NewMemory with %d max entries; it must be positive", cfg.maxEntries))
 	}
-	return &Memory{
-		retention: retention,
-		lease:     cfg.lease,
+	s := &Memory{
+		retention: int64(retention),
+		lease:     int64(cfg.lease),
 		max:       cfg.maxEntries,
 		now:       cfg.now,
 		entries:   make(map[string]*entry),
 	}
+	if s.now != nil {
+		s.start = s.now()
+	} else {
+		s.start = time.Now()
+	}
+	return s
 }
 
-// Claim implements [Store]. It never fails.
+// clock is the time in nanoseconds since the store was made. The default
+// reads only the monotonic clock, half the cost of time.Now.
+func (s *Memory) clock() int64 {
+	if s.now == nil {
+		return int64(time.Since(s.start))
+	}
+	return int64(s.now().Sub(s.start))
+}
+
+// later is now+d, saturated: a retention of math.MaxInt64 means forever,
+// not an overflow into the past.
+func later(now, d int64) int64 {
+	if t := now + d; t >= now {
+		return t
+	}
+	return math.MaxInt64
+}
+
+// Claim implements [Store].
 func (s *Memory) Claim(_ context.Context, id string) (bool, error) {
-	now := s.now()
+	key, err := Key(id)
+	if err != nil {
+		return false, err
+	}
+	now := s.clock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire(now)
-	e := s.entries[id]
+	e := s.entries[key]
 	if e != nil {
-		if now.Before(e.expires) {
+		if now < e.expires {
 			return false, nil
 		}
 		s.listOf(e).remove(e) // expired but not yet swept: reuse it
 	} else {
-		e = &entry{id: id}
-		s.entries[id] = e
+		e = s.add(key)
 	}
-	e.confirmed, e.expires = false, now.Add(s.lease)
+	e.confirmed, e.expires = false, later(now, s.lease)
 	s.pending.push(e)
-	s.evict()
 	return true, nil
 }
 
-// Confirm implements [Store]. It never fails.
+// Confirm implements [Store].
 func (s *Memory) Confirm(_ context.Context, id string) error {
-	now := s.now()
+	key, err := Key(id)
+	if err != nil {
+		return err
+	}
+	now := s.clock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire(now)
-	e := s.entries[id]
+	e := s.entries[key]
 	if e != nil {
 		s.listOf(e).remove(e)
 	} else {
-		e = &entry{id: id}
-		s.entries[id] = e
+		e = s.add(key)
 	}
-	e.confirmed, e.expires = true, now.Add(s.retention)
+	e.confirmed, e.expires = true, later(now, s.retention)
 	s.confirmed.push(e)
-	s.evict()
 	return nil
 }
 
-// Release implements [Store]. It never fails.
+// Release implements [Store].
 func (s *Memory) Release(_ context.Context, id string) error {
+	key, err := Key(id)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.entries[id]; e != nil && !e.confirmed {
-		s.drop(e)
+	if e := s.entries[key]; e != nil && !e.confirmed {
+		s.recycle(s.drop(e))
 	}
 	return nil
 }
@@ -126,31 +166,55 @@ func (s *Memory) Evictions() int64 { return s.evictions.Load() }
 
 // expire drops the ids whose time is up from the front of both lists.
 // Leases and retention are fixed, so each list is in expiry order.
-func (s *Memory) expire(now time.Time) {
-	for _, l := range []*list{&s.pending, &s.confirmed} {
-		for l.head != nil && !now.Before(l.head.expires) {
-			s.drop(l.head)
-		}
+func (s *Memory) expire(now int64) {
+	for s.pending.head != nil && now >= s.pending.head.expires {
+		s.recycle(s.drop(s.pending.head))
+	}
+	for s.confirmed.head != nil && now >= s.confirmed.head.expires {
+		s.recycle(s.drop(s.confirmed.head))
 	}
 }
 
-// evict drops the oldest confirmed ids while the store is over its size. A
-// claim in flight is evicted only when no confirmed id is left, since
-// dropping it lets a concurrent duplicate run at once.
-func (s *Memory) evict() {
-	for len(s.entries) > s.max {
+// add files a new entry under key, in no list yet. When the store is full
+// it first evicts the oldest confirmed id, and reuses its entry. A claim
+// in flight is evicted only when no confirmed id is left, since dropping it
+// lets a concurrent duplicate run at once.
+func (s *Memory) add(key string) *entry {
+	var e *entry
+	switch {
+	case len(s.entries) >= s.max:
 		victim := s.confirmed.head
 		if victim == nil {
 			victim = s.pending.head
 		}
-		s.drop(victim)
+		e = s.drop(victim)
 		s.evictions.Add(1)
+	case s.spare != nil:
+		e, s.spare = s.spare, s.spare.next
+		e.next = nil
+		s.spares--
+	default:
+		e = new(entry)
 	}
+	e.id = key
+	s.entries[key] = e
+	return e
 }
 
-func (s *Memory) drop(e *entry) {
+// drop forgets e and returns it, cleared, for reuse.
+func (s *Memory) drop(e *entry) *entry {
 	s.listOf(e).remove(e)
 	delete(s.entries, e.id)
+	*e = entry{}
+	return e
+}
+
+// recycle keeps a dropped entry for the next add, up to maxSpares.
+func (s *Memory) recycle(e *entry) {
+	if s.spares < maxSpares {
+		e.next, s.spare = s.spare, e
+		s.spares++
+	}
 }
 
 func (s *Memory) listOf(e *entry) *list {
@@ -163,7 +227,7 @@ func (s *Memory) listOf(e *entry) *list {
 // entry is one id, linked into the list of its state.
 type entry struct {
 	id         string
-	expires    time.Time
+	expires    int64 // nanoseconds on the store's clock
 	confirmed  bool
 	prev, next *entry
 }

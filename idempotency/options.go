@@ -42,7 +42,7 @@ type postgresConfig struct {
 func WithLease(d time.Duration) Option { return leaseOption(d) }
 
 // WithClock replaces the store's clock, so tests can move time without
-// sleeping. A [Memory] store otherwise reads time.Now; a [Postgres] store
+// sleeping. A [Memory] store otherwise reads the monotonic clock; a [Postgres] store
 // otherwise uses the database's now(), one clock for every instance, which
 // is what production wants.
 func WithClock(now func() time.Time) Option { return clockOption(now) }

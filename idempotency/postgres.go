@@ -22,6 +22,10 @@ import (
 // [Postgres.ClaimTx] inside the handler's own transaction to close that gap.
 // The two forms share a table but not an id: a message claimed by the
 // middleware is refused by ClaimTx, so pick one per queue.
+//
+// The table's id column holds each id's [Key]: the id itself for the
+// usual ones, a SHA-256 for ids that PostgreSQL could not index or store
+// as text. Every call takes its id as a bound parameter, never as SQL.
 type Postgres struct {
 	pool      *pgxpool.Pool
 	q         queries
@@ -71,9 +75,13 @@ func (s *Postgres) CreateTableSQL() string { return s.q.create }
 // refuses any other. PostgreSQL's row lock makes exactly one of several
 // concurrent claimers win.
 func (s *Postgres) Claim(ctx context.Context, id string) (bool, error) {
-	ok, err := claimed(s.pool.QueryRow(ctx, s.q.claim, id, s.clock(), s.retention, s.lease))
+	key, err := Key(id)
 	if err != nil {
-		return false, fmt.Errorf("acemq: idempotency claim of %q: %w", id, err)
+		return false, err
+	}
+	ok, err := claimed(s.pool.QueryRow(ctx, s.q.claim, key, s.clock(), s.retention, s.lease))
+	if err != nil {
+		return false, fmt.Errorf("acemq: idempotency claim of %s: %w", quoteID(id), err)
 	}
 	return ok, nil
 }
@@ -85,9 +93,13 @@ func (s *Postgres) Claim(ctx context.Context, id string) (bool, error) {
 // work); a concurrent transaction claiming the same id makes ClaimTx wait
 // for it to end. Do not also Confirm or Release the id.
 func (s *Postgres) ClaimTx(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
-	ok, err := claimed(tx.QueryRow(ctx, s.q.claimTx, id, s.clock(), s.retention))
+	key, err := Key(id)
 	if err != nil {
-		return false, fmt.Errorf("acemq: idempotency claim of %q in a transaction: %w", id, err)
+		return false, err
+	}
+	ok, err := claimed(tx.QueryRow(ctx, s.q.claimTx, key, s.clock(), s.retention))
+	if err != nil {
+		return false, fmt.Errorf("acemq: idempotency claim of %s in a transaction: %w", quoteID(id), err)
 	}
 	return ok, nil
 }
@@ -95,8 +107,12 @@ func (s *Postgres) ClaimTx(ctx context.Context, tx pgx.Tx, id string) (bool, err
 // Confirm implements [Store]. It records id as handled even if its claim
 // was lost meanwhile.
 func (s *Postgres) Confirm(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, s.q.confirm, id, s.clock()); err != nil {
-		return fmt.Errorf("acemq: idempotency confirm of %q: %w", id, err)
+	key, err := Key(id)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, s.q.confirm, key, s.clock()); err != nil {
+		return fmt.Errorf("acemq: idempotency confirm of %s: %w", quoteID(id), err)
 	}
 	return nil
 }
@@ -104,8 +120,12 @@ func (s *Postgres) Confirm(ctx context.Context, id string) error {
 // Release implements [Store]: it deletes the claim on id unless the id was
 // confirmed.
 func (s *Postgres) Release(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, s.q.release, id); err != nil {
-		return fmt.Errorf("acemq: idempotency release of %q: %w", id, err)
+	key, err := Key(id)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, s.q.release, key); err != nil {
+		return fmt.Errorf("acemq: idempotency release of %s: %w", quoteID(id), err)
 	}
 	return nil
 }

@@ -12,6 +12,9 @@ import (
 // The three calls are one sequence for one delivery: Claim before the
 // handler, then exactly one of Confirm (the handler accepted the message) or
 // Release (anything else). Implementations are safe for concurrent use.
+//
+// Any id but the empty one works, whatever its length or bytes: the stores
+// of this package file it under its [Key]. An empty id is [ErrEmptyID].
 type Store interface {
 	// Claim marks id as being handled and reports whether this caller won
 	// it. False means the id is already handled, or being handled by someone

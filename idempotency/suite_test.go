@@ -2,7 +2,9 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,10 +107,13 @@ func runStoreSuite(t *testing.T, newStore newStoreFunc) {
 		s := newStore(t, newFakeClock())
 		for round := range 5 {
 			id := fmt.Sprintf("race-%d", round)
+			if round == 4 {
+				id = strings.Repeat("\x00race", 1000) // hashed, not stored as it is
+			}
 			var wins atomic.Int32
 			var wg sync.WaitGroup
 			start := make(chan struct{})
-			for range 50 {
+			for range racers {
 				wg.Go(func() {
 					<-start
 					ok, err := s.Claim(context.Background(), id)
@@ -123,8 +128,86 @@ func runStoreSuite(t *testing.T, newStore newStoreFunc) {
 			close(start)
 			wg.Wait()
 			if n := wins.Load(); n != 1 {
-				t.Fatalf("%s: %d of 50 concurrent claims won, want exactly 1", id, n)
+				t.Fatalf("round %d: %d of %d concurrent claims won, want exactly 1", round, n, racers)
 			}
 		}
 	})
+
+	t.Run("any id but the empty one works", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t, newFakeClock())
+		ctx := context.Background()
+		for _, tt := range oddIDs() {
+			// Each id goes through the whole sequence, and none is taken
+			// for another: the ids before it are still refused, not this one.
+			steps := []step{claimed(tt.id), refused(tt.id), released(tt.id), claimed(tt.id), confirmed(tt.id), refused(tt.id)}
+			for i, st := range steps {
+				var err error
+				switch st.op {
+				case claim:
+					var got bool
+					got, err = s.Claim(ctx, st.id)
+					if err == nil && got != st.want {
+						t.Fatalf("%s, step %d: Claim = %v, want %v", tt.name, i, got, st.want)
+					}
+				case confirm:
+					err = s.Confirm(ctx, st.id)
+				case release:
+					err = s.Release(ctx, st.id)
+				}
+				if err != nil {
+					t.Fatalf("%s, step %d: %v", tt.name, i, err)
+				}
+			}
+		}
+	})
+
+	t.Run("an empty id is an error", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t, newFakeClock())
+		ctx := context.Background()
+		if ok, err := s.Claim(ctx, ""); ok || !errors.Is(err, idempotency.ErrEmptyID) {
+			t.Errorf("Claim(\"\") = %v, %v; want false, ErrEmptyID", ok, err)
+		}
+		if err := s.Confirm(ctx, ""); !errors.Is(err, idempotency.ErrEmptyID) {
+			t.Errorf("Confirm(\"\") = %v, want ErrEmptyID", err)
+		}
+		if err := s.Release(ctx, ""); !errors.Is(err, idempotency.ErrEmptyID) {
+			t.Errorf("Release(\"\") = %v, want ErrEmptyID", err)
+		}
+	})
+}
+
+// racers is how many goroutines claim one id at once.
+const racers = 100
+
+type oddID struct{ name, id string }
+
+// oddIDs are ids a store must take like any other: long, binary, quoted,
+// SQL-looking, and ones that look like another id's key.
+func oddIDs() []oddID {
+	mib := strings.Repeat("0123456789abcdef", 1<<16)
+	hashOfX, _ := idempotency.Key("x\x00")
+	return []oddID{
+		{"one byte", "a"},
+		{"255 bytes, the longest stored as is", strings.Repeat("l", 255)},
+		{"256 bytes", strings.Repeat("l", 256)},
+		{"1 MiB", mib},
+		{"1 MiB but the last byte", mib[:len(mib)-1] + "!"},
+		{"NUL", "a\x00b"},
+		{"NUL, another", "a\x00c"},
+		{"only NUL", "\x00"},
+		{"invalid UTF-8", "\xff\xfe\xfd"},
+		{"a cut UTF-8 sequence", "caf\xc3"},
+		{"non-ASCII", "commande-été-№5-🚚"},
+		{"newlines and tabs", "line1\nline2\r\n\tend"},
+		{"quotes", `'single' "double" ` + "`back`"},
+		{"backslashes", `\\x00 \' \"`},
+		{"SQL", `x'); DROP TABLE acemq_idempotency; --`},
+		{"SQL placeholders", "$1 $2 ? %s %v"},
+		{"spaces only", "   "},
+		{"the key of another id", hashOfX},
+		{"that other id", "x\x00"},
+		{"a key's prefix", "sha256:"},
+	}
 }

@@ -60,25 +60,30 @@ func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) Idempoten
 }
 
 // Idempotent keeps a handler from running twice for one message id, as far
-// as its store can tell, by the sequence
-// the idempotency package describes: Claim the id before the handler,
-// Confirm it when the handler accepts, Release it on any other outcome
-// (retry, dead letter, park, requeue) and when the handler panics, before
-// the panic goes on. Releasing is what lets a retry run: without it the
-// first failure would be the last attempt.
+// as its store can tell, by the sequence the idempotency package
+// describes: Claim the id before the handler, Confirm it when the handler
+// accepts, Release it on any other outcome (retry, dead letter, park,
+// requeue) and when the handler panics, before the panic goes on.
+// Releasing is what lets a retry run: without it the first failure would
+// be the last attempt.
 //
 // A refused claim means the message was handled, or is being handled by
 // another consumer right now. It is accepted without calling the handler,
 // and not silently: it adds one to [MetricDuplicates], calls the hook of
 // [WithDuplicateHook] and logs the id at debug level.
 //
-// A store that fails to Claim makes the message a retry, with the handler
-// not called. A Confirm that fails is logged and the message still
+// A store that fails to Claim (a database that is down, say) makes the
+// message a retry under the server's policy, with the handler not called
+// and the store's error as the reason: never an accept, which would lose
+// the message. A Confirm that fails is logged and the message still
 // accepted: the work is done, and undoing an ack is not possible; the cost
 // is that a redelivery of it would run the handler again. A Release that
 // fails is logged, and leaves the claim standing until its lease ends; a
 // retry that comes sooner is taken for a duplicate and accepted, so keep
 // the lease near the slowest handler's time.
+//
+// Any id works (see idempotency.Key); a log line shows at most the first
+// 128 bytes of one.
 //
 // Put Idempotent after Decode and MaxAge, which settle a message without
 // running the work, and before Recover, so a panic reaches it as a retry.
@@ -106,6 +111,10 @@ func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middlew
 		metric.WithDescription("Messages accepted without calling the handler because their id was already claimed."))
 	idem := &idempotent{store: store, log: cfg.log, duplicates: duplicates, onDuplicate: cfg.onDuplicate,
 		attrs: make(map[string][]metric.AddOption)}
+	// A Memory store never blocks and never reads its context, so the
+	// detached, bounded context a settle needs is left out: it is most of
+	// what the middleware would otherwise cost per message.
+	_, idem.inMemory = store.(*idempotency.Memory)
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
 			return idem.serve(ctx, m, next)
@@ -118,6 +127,7 @@ type idempotent struct {
 	log         *zap.Logger
 	duplicates  metric.Int64Counter
 	onDuplicate func(context.Context, *acemq.Message)
+	inMemory    bool // the store is an *idempotency.Memory
 
 	mu    sync.RWMutex
 	attrs map[string][]metric.AddOption // built once per queue: Add then allocates nothing
@@ -154,7 +164,7 @@ func (i *idempotent) duplicate(ctx context.Context, m *acemq.Message) {
 		i.onDuplicate(ctx, m)
 	}
 	if ce := i.log.Check(zap.DebugLevel, "acemq: duplicate accepted without calling the handler"); ce != nil {
-		ce.Write(zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()))
+		ce.Write(zap.String("queue", m.Queue()), idField(m), zap.Int("attempt", m.Attempt()))
 	}
 }
 
@@ -172,19 +182,45 @@ func (i *idempotent) queueAttrs(queue string) []metric.AddOption {
 }
 
 func (i *idempotent) confirm(ctx context.Context, m *acemq.Message) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
+	if !i.inMemory {
+		var cancel context.CancelFunc
+		ctx, cancel = settleContext(ctx)
+		defer cancel()
+	}
 	if err := i.store.Confirm(ctx, m.ID()); err != nil {
 		i.log.Error("acemq: idempotency confirm failed; the message is accepted, but a redelivery of it would run the handler again",
-			zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.Error(err))
+			zap.String("queue", m.Queue()), idField(m), zap.Error(err))
 	}
 }
 
 func (i *idempotent) release(ctx context.Context, m *acemq.Message, outcome string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
+	if !i.inMemory {
+		var cancel context.CancelFunc
+		ctx, cancel = settleContext(ctx)
+		defer cancel()
+	}
 	if err := i.store.Release(ctx, m.ID()); err != nil {
 		i.log.Error("acemq: idempotency release failed; until the claim's lease ends, a retry of this message will be taken for a duplicate",
-			zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.String("outcome", outcome), zap.Error(err))
+			zap.String("queue", m.Queue()), idField(m), zap.String("outcome", outcome), zap.Error(err))
 	}
+}
+
+// settleContext is ctx cut loose from the handler's cancellation and
+// bounded by settleTimeout.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+// maxLoggedID is how much of a message id a log line shows: ids come from
+// publishers, and one of a megabyte should not make a megabyte log line.
+const maxLoggedID = 128
+
+// idField is the message id for a log line, cut short past maxLoggedID
+// bytes with a note of its full length.
+func idField(m *acemq.Message) zap.Field {
+	id := m.ID()
+	if len(id) > maxLoggedID {
+		id = fmt.Sprintf("%s... (%d bytes)", id[:maxLoggedID], len(id))
+	}
+	return zap.String("id", id)
 }

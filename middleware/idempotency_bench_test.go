@@ -47,3 +47,20 @@ func BenchmarkIdempotent(b *testing.B) {
 		run(b, middleware.Idempotent(store)(ok), msgs[:1])
 	})
 }
+
+// BenchmarkIdempotentPostgres is a first delivery through the middleware
+// on a PostgreSQL store: two round trips, a claim and a confirm.
+func BenchmarkIdempotentPostgres(b *testing.B) {
+	ok := acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack { return ack.Accept() })
+	h := middleware.Idempotent(postgresStore(b))(ok)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if a := h.ServeMessage(ctx, withID("m-"+strconv.Itoa(i))); a.Outcome() != ack.OutcomeAccept {
+			b.Fatal(a)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
@@ -195,6 +198,22 @@ func TestIdempotentSettlesOnACancelledContext(t *testing.T) {
 			t.Errorf("%v: settled %d times, context error %v", answer.Outcome(), store.confirms.Load()+store.releases.Load(), store.settledCtxErr)
 		}
 	}
+	// A bare Memory store gets the handler's context as it is, since it never
+	// reads it: a cancelled one settles the claim all the same.
+	for _, tt := range []struct {
+		answer    ack.Ack
+		wantCalls int32
+	}{{ack.Accept(), 1}, {ack.Retry(context.Canceled), 2}} {
+		var calls atomic.Int32
+		h := middleware.Idempotent(idempotency.NewMemory(time.Hour))(answering(&calls, tt.answer))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.ServeMessage(ctx, withID("m-1"))
+		h.ServeMessage(ctx, withID("m-1"))
+		if n := calls.Load(); n != tt.wantCalls {
+			t.Errorf("%v on a cancelled context: handler ran %d times over two deliveries, want %d", tt.answer.Outcome(), n, tt.wantCalls)
+		}
+	}
 }
 
 func TestIdempotentCountsDuplicates(t *testing.T) {
@@ -256,23 +275,155 @@ func duplicatesCounted(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 
 func TestIdempotentConcurrentDeliveriesRunOnce(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	h := middleware.Idempotent(idempotency.NewMemory(time.Hour))(answering(&calls, ack.Accept()))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 50 {
-		wg.Go(func() {
-			<-start
-			if a := h.ServeMessage(context.Background(), withID("m-1")); a.Outcome() != ack.OutcomeAccept {
-				t.Error(a)
+	const deliveries = 100
+	forEachStore(t, func(t *testing.T, store idempotency.Store) {
+		var calls atomic.Int32
+		h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range deliveries {
+			wg.Go(func() {
+				<-start
+				if a := h.ServeMessage(context.Background(), withID("m-1")); a.Outcome() != ack.OutcomeAccept {
+					t.Error(a)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("handler ran %d times for %d concurrent deliveries of one message, want 1", n, deliveries)
+		}
+	})
+}
+
+// Ids a publisher may send: each is handled once, then refused as a
+// duplicate, with no panic and no error, on either store.
+func TestIdempotentOddIDs(t *testing.T) {
+	t.Parallel()
+	mib := strings.Repeat("0123456789abcdef", 1<<16)
+	ids := []string{
+		mib, mib[:len(mib)-1] + "!", strings.Repeat("x", 256),
+		"a\x00b", "\x00", "\xff\xfe", "caf\xc3", "line\nbreak\r\n", "tab\there",
+		`'quoted' "twice"`, `x'); DROP TABLE acemq_idempotency; --`, "$1", "%s%v", `\\`, "sha256:", "é",
+	}
+	forEachStore(t, func(t *testing.T, store idempotency.Store) {
+		core, logs := observer.New(zapcore.DebugLevel)
+		var calls atomic.Int32
+		h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.New(core)))(answering(&calls, ack.Accept()))
+		for _, id := range ids {
+			for delivery := range 2 {
+				if a := h.ServeMessage(context.Background(), withID(id)); a.Outcome() != ack.OutcomeAccept {
+					t.Fatalf("delivery %d of %q: %v", delivery, short(id), a)
+				}
 			}
-		})
+		}
+		if n := calls.Load(); n != int32(len(ids)) {
+			t.Errorf("handler ran %d times for %d ids delivered twice each, want once per id", n, len(ids))
+		}
+		if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 0 {
+			t.Errorf("%d errors logged: %v", n, logs.FilterLevelExact(zapcore.ErrorLevel).All())
+		}
+		// A megabyte id makes a log line of a hundred-odd bytes, not a megabyte.
+		for _, e := range logs.FilterMessageSnippet("duplicate").All() {
+			if id := e.ContextMap()["id"].(string); len(id) > 200 {
+				t.Errorf("a duplicate's log line carries an id of %d bytes", len(id))
+			}
+		}
+	})
+}
+
+// A database that is down refuses the claim: the message is retried under
+// the server's policy, not accepted, the handler does not run, and the
+// reason says why without the password.
+func TestIdempotentDatabaseDown(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://acemq:secret@127.0.0.1:1/x?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	close(start)
-	wg.Wait()
-	if n := calls.Load(); n != 1 {
-		t.Fatalf("handler ran %d times for 50 concurrent deliveries of one message, want 1", n)
+	t.Cleanup(pool.Close)
+	store, err := idempotency.NewPostgres(pool)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var calls atomic.Int32
+	h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
+	a := h.ServeMessage(context.Background(), withID("m-1"))
+	if a.Outcome() != ack.OutcomeRetry || calls.Load() != 0 {
+		t.Fatalf("%v after %d handler calls, want a retry without calling the handler", a, calls.Load())
+	}
+	msg := a.Err().Error()
+	for _, want := range []string{"idempotency claim failed, the handler did not run", `"m-1"`, "connect"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("retry reason %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "secret") {
+		t.Errorf("retry reason %q shows the password", msg)
+	}
+}
+
+// short is an id cut for a test's message.
+func short(id string) string {
+	if len(id) > 40 {
+		return fmt.Sprintf("%.40s... (%d bytes)", id, len(id))
+	}
+	return id
+}
+
+// forEachStore runs test on a fresh memory store, and on a fresh
+// PostgreSQL store when ACEMQ_POSTGRES_URL is set.
+func forEachStore(t *testing.T, test func(t *testing.T, store idempotency.Store)) {
+	t.Helper()
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		test(t, idempotency.NewMemory(time.Hour))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		test(t, postgresStore(t))
+	})
+}
+
+// postgresStore is a store on a table of its own in ACEMQ_POSTGRES_URL,
+// dropped when the test ends. It skips without the variable, except under
+// CI, where a missing database fails the test.
+func postgresStore(tb testing.TB) *idempotency.Postgres {
+	tb.Helper()
+	raw := os.Getenv("ACEMQ_POSTGRES_URL")
+	if raw == "" {
+		if os.Getenv("CI") != "" {
+			tb.Fatal("ACEMQ_POSTGRES_URL is not set; under CI the PostgreSQL tests may not skip")
+		}
+		tb.Skip("ACEMQ_POSTGRES_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		tb.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
+	}
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	table := fmt.Sprintf("idem_mw_%016x", rand.Uint64())
+	store, err := idempotency.NewPostgres(pool, idempotency.WithTable(table))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, store.CreateTableSQL()); err != nil {
+		tb.Fatalf("create %s: %v", table, err)
+	}
+	tb.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP TABLE "+table); err != nil {
+			tb.Errorf("drop %s (the odd ids must not have dropped it): %v", table, err)
+		}
+	})
+	return store
 }
 
 func TestIdempotentNilStorePanics(t *testing.T) {

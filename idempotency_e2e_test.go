@@ -1,0 +1,288 @@
+package acemq_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/middleware"
+	"github.com/acemq/acemq/retry"
+)
+
+// TestIdempotentEndToEnd runs the Idempotent middleware inside a Server on
+// the memory transport, on a memory store and on a PostgreSQL one:
+// whatever brings a message back, its work is done once, and a failure is
+// not mistaken for a duplicate.
+func TestIdempotentEndToEnd(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			newStore := func(*testing.T) idempotency.Store { return idempotency.NewMemory(time.Hour) }
+			if backend == "postgres" {
+				newStore = idemPostgresStores(t)
+			}
+
+			t.Run("the same id published twice", func(t *testing.T) {
+				t.Parallel()
+				mw, duplicates := idemMiddleware(t, newStore(t))
+				work := always(ack.Accept())
+				f := start(t, &acemq.Server{}, map[string]acemq.Handler{"orders": mw(work)})
+				idemPublish(f, "orders", "order-1")
+				idemPublish(f, "orders", "order-1")
+				idemPublish(f, "orders", "order-2")
+				f.eventually("three deliveries settled, one as a duplicate", func() bool {
+					return duplicates() == 1 && work.count() == 2 && idemSettled(f, "orders")
+				})
+				if got := idemIDs(work); got != "order-1 order-2" {
+					t.Errorf("the work ran for %s, want order-1 order-2", got)
+				}
+				if got := f.counter(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "accept"}); got != 3 {
+					t.Errorf("handled{accept} = %d, want 3: a duplicate is accepted", got)
+				}
+			})
+
+			// The work is done and confirmed, but the delivery goes back to the
+			// broker (an ack lost with its connection, here an outer Requeue):
+			// the redelivery is a duplicate.
+			t.Run("a redelivery after the work was done", func(t *testing.T) {
+				t.Parallel()
+				mw, duplicates := idemMiddleware(t, newStore(t))
+				work := always(ack.Accept())
+				handled := mw(work)
+				lostAck := &recorder{answer: func(m *acemq.Message) ack.Ack {
+					a := handled.ServeMessage(context.Background(), m)
+					if !m.Envelope().Redelivered {
+						return ack.Requeue()
+					}
+					return a
+				}}
+				f := start(t, &acemq.Server{}, map[string]acemq.Handler{"orders": lostAck})
+				idemPublish(f, "orders", "order-1")
+				f.eventually("delivered twice and settled", func() bool {
+					return lostAck.count() == 2 && idemSettled(f, "orders")
+				})
+				if !lostAck.envelopes()[1].Redelivered {
+					t.Error("the second delivery is not a redelivery")
+				}
+				if n := work.count(); n != 1 {
+					t.Errorf("the work ran %d times for a delivery and its redelivery, want 1", n)
+				}
+				if n := duplicates(); n != 1 {
+					t.Errorf("%s = %d, want 1", middleware.MetricDuplicates, n)
+				}
+			})
+
+			// A handler that requeues has not done the work: the claim is
+			// released and the redelivery does it.
+			t.Run("a requeue before the work", func(t *testing.T) {
+				t.Parallel()
+				mw, duplicates := idemMiddleware(t, newStore(t))
+				var done atomic.Int32
+				work := &recorder{answer: func(m *acemq.Message) ack.Ack {
+					if !m.Envelope().Redelivered {
+						return ack.Requeue() // not ready yet
+					}
+					done.Add(1)
+					return ack.Accept()
+				}}
+				f := start(t, &acemq.Server{}, map[string]acemq.Handler{"orders": mw(work)})
+				idemPublish(f, "orders", "order-1")
+				f.eventually("delivered twice and settled", func() bool { return work.count() == 2 && idemSettled(f, "orders") })
+				if done.Load() != 1 || duplicates() != 0 {
+					t.Errorf("work done %d times, %d duplicates; want 1 and 0", done.Load(), duplicates())
+				}
+			})
+
+			// Two failures, each released, then the third attempt succeeds; a
+			// replay of the message after that is a duplicate.
+			t.Run("a failure, then the retry", func(t *testing.T) {
+				t.Parallel()
+				mw, duplicates := idemMiddleware(t, newStore(t))
+				var done atomic.Int32
+				work := &recorder{answer: func(m *acemq.Message) ack.Ack {
+					if m.Attempt() < 3 {
+						return ack.Retry(errBoom)
+					}
+					done.Add(1)
+					return ack.Accept()
+				}}
+				f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second)}, map[string]acemq.Handler{"orders": mw(work)})
+				idemPublish(f, "orders", "order-1")
+				f.eventually("attempt 1", func() bool { return work.count() == 1 })
+				f.advance(1, time.Second)
+				f.eventually("attempt 2", func() bool { return work.count() == 2 })
+				f.advance(1, time.Second)
+				f.eventually("attempt 3, accepted", func() bool { return work.count() == 3 && idemSettled(f, "orders") })
+				if n := duplicates(); n != 0 {
+					t.Fatalf("%s = %d: a retry was taken for a duplicate", middleware.MetricDuplicates, n)
+				}
+				idemPublish(f, "orders", "order-1") // a replay
+				f.eventually("the replay settled as a duplicate", func() bool { return duplicates() == 1 && idemSettled(f, "orders") })
+				if work.count() != 3 || done.Load() != 1 {
+					t.Errorf("handler ran %d times and did the work %d times, want 3 and 1", work.count(), done.Load())
+				}
+				for i, env := range work.envelopes() {
+					if env.Attempt != i+1 || env.ID != "order-1" {
+						t.Errorf("attempt %d: %+v", i+1, env)
+					}
+				}
+				if f.broker.Depth("orders.dlq") != 0 {
+					t.Error("a message that succeeded was dead-lettered")
+				}
+				if got := f.counter(acemq.MetricRetries, map[string]string{"where": "process"}); got != 2 {
+					t.Errorf("retries{process} = %d, want 2", got)
+				}
+			})
+		})
+	}
+}
+
+// A database that is down is a failed claim: the message is retried under
+// the server's policy and then dead-lettered with the reason, never
+// accepted, and the handler never runs. The reason shows no password.
+func TestIdempotentDatabaseDownFollowsThePolicy(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://acemq:secret@127.0.0.1:1/x?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := idempotency.NewPostgres(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, duplicates := idemMiddleware(t, store)
+	work := always(ack.Accept())
+	f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second)}, map[string]acemq.Handler{"orders": mw(work)})
+	idemPublish(f, "orders", "order-1")
+	f.advance(1, time.Second)
+	f.advance(1, time.Second)
+	d := f.only("orders.dlq")
+	reason, _ := d.Headers[acemq.HeaderError].(string)
+	const want = `exhausted 3 attempts: acemq: idempotency claim failed, the handler did not run: acemq: idempotency claim of "order-1": failed to connect`
+	if !strings.HasPrefix(reason, want) {
+		t.Errorf("reason\n got %q\nwant it to start %q", reason, want)
+	}
+	if strings.Contains(reason, "secret") {
+		t.Errorf("the reason %q shows the password", reason)
+	}
+	f.eventually("the original acked", func() bool { return idemSettled(f, "orders") })
+	if work.count() != 0 || duplicates() != 0 {
+		t.Errorf("handler ran %d times, %d duplicates; want neither", work.count(), duplicates())
+	}
+	if got := f.counter(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "accept"}); got != 0 {
+		t.Errorf("handled{accept} = %d: a message was accepted with its store down", got)
+	}
+}
+
+// idemMiddleware is Idempotent on store, counting duplicates on a meter
+// provider of its own, and a function that reads that count.
+func idemMiddleware(t *testing.T, store idempotency.Store) (acemq.Middleware, func() int64) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	duplicates := func() int64 {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Error(err)
+			return -1
+		}
+		var n int64
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name != middleware.MetricDuplicates {
+					continue
+				}
+				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					if q, _ := p.Attributes.Value("queue"); q.AsString() != "orders" {
+						t.Errorf("a duplicate counted for queue %q", q.AsString())
+					}
+					n += p.Value
+				}
+			}
+		}
+		return n
+	}
+	return middleware.Idempotent(store, middleware.WithIdempotencyMeterProvider(mp)), duplicates
+}
+
+// idemPublish publishes a message with the given id, as a service
+// republishing one business event would.
+func idemPublish(f *fixture, queue, id string) {
+	f.t.Helper()
+	pub := &acemq.Publisher{Transport: f.conn, Mandatory: true}
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: queue, ID: id, Body: []byte(`{}`)}); err != nil {
+		f.t.Fatalf("publish %s to %s: %v", id, queue, err)
+	}
+}
+
+// idemSettled reports whether queue holds no message, delivered or not.
+func idemSettled(f *fixture, queue string) bool {
+	return f.broker.Depth(queue) == 0 && f.broker.Unacked(queue) == 0
+}
+
+// idemIDs lists the ids a recorder saw, sorted: handlers run concurrently.
+func idemIDs(r *recorder) string {
+	var ids []string
+	for _, env := range r.envelopes() {
+		ids = append(ids, env.ID)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, " ")
+}
+
+// idemPostgresStores connects to ACEMQ_POSTGRES_URL and returns a maker of
+// stores, each on a table of its own that is dropped when its test ends.
+// Without the variable the test skips, except under CI, where that is a
+// failure.
+func idemPostgresStores(t *testing.T) func(*testing.T) idempotency.Store {
+	t.Helper()
+	raw := os.Getenv("ACEMQ_POSTGRES_URL")
+	if raw == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("ACEMQ_POSTGRES_URL is not set; under CI the PostgreSQL tests may not skip")
+		}
+		t.Skip("ACEMQ_POSTGRES_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, raw)
+	if err != nil {
+		t.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
+	}
+	return func(t *testing.T) idempotency.Store {
+		t.Helper()
+		table := fmt.Sprintf("idem_e2e_%016x", rand.Uint64())
+		store, err := idempotency.NewPostgres(pool, idempotency.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(context.Background(), store.CreateTableSQL()); err != nil {
+			t.Fatalf("create %s: %v", table, err)
+		}
+		t.Cleanup(func() {
+			if _, err := pool.Exec(context.Background(), "DROP TABLE "+table); err != nil {
+				t.Errorf("drop %s: %v", table, err)
+			}
+		})
+		return store
+	}
+}
