@@ -10,9 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
@@ -26,6 +30,11 @@ const (
 	envURL    = "ACEMQ_FAULTS_URL"
 	envQueue  = "ACEMQ_FAULTS_QUEUE"
 	envLedger = "ACEMQ_FAULTS_LEDGER"
+	// For the "idempotent" mode: the database and the tables of the
+	// effects and of the idempotency store.
+	envPostgres = "ACEMQ_FAULTS_POSTGRES"
+	envEffects  = "ACEMQ_FAULTS_EFFECTS"
+	envStore    = "ACEMQ_FAULTS_STORE"
 )
 
 // TestFaultConsumerKilled is scenario 3: the consumer runs in a child
@@ -51,13 +60,13 @@ func TestFaultConsumerKilled(t *testing.T) {
 	go func() { published <- publishAll(t, pubTr, q, js, 2, 20*time.Millisecond, stats) }()
 
 	for i, at := range []int{60, 150} {
-		child := startConsumer(t, url, q, path)
+		child := startConsumer(t, "consumer", url, q, envLedger+"="+path)
 		eventually(t, 30*time.Second, fmt.Sprintf("consumer %d accepted %d", i+1, at), func() bool {
 			return len(readLedger(t, path)) >= at
 		})
 		child.kill(t, syscall.SIGKILL)
 	}
-	last := startConsumer(t, url, q, path)
+	last := startConsumer(t, "consumer", url, q, envLedger+"="+path)
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
@@ -77,8 +86,9 @@ type child struct {
 	out  string
 }
 
-// startConsumer runs TestHelperConsumer in a child process consuming queue.
-func startConsumer(t *testing.T, url, queue, ledger string) *child {
+// startConsumer runs TestHelperConsumer in a child process consuming queue,
+// in mode, with env added to its environment.
+func startConsumer(t *testing.T, mode, url, queue string, env ...string) *child {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "consumer.out")
 	f, err := os.Create(out)
@@ -87,7 +97,7 @@ func startConsumer(t *testing.T, url, queue, ledger string) *child {
 	}
 	defer f.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperConsumer$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envChild+"=consumer", envURL+"="+url, envQueue+"="+queue, envLedger+"="+ledger)
+	cmd.Env = append(append(os.Environ(), envChild+"="+mode, envURL+"="+url, envQueue+"="+queue), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -101,7 +111,7 @@ func startConsumer(t *testing.T, url, queue, ledger string) *child {
 		c.done <- nil
 		if t.Failed() {
 			b, _ := os.ReadFile(out)
-			t.Logf("consumer %d output:\n%s", cmd.Process.Pid, tail(string(b), 40))
+			t.Logf("consumer %d output:\n%s", cmd.Process.Pid, tail(string(b), 60))
 		}
 	})
 	return c
@@ -154,23 +164,47 @@ func readLedger(t *testing.T, path string) map[string]int {
 }
 
 // TestHelperConsumer is not a test: it is the consumer process of
-// TestFaultConsumerKilled, and returns at once unless started as one.
+// TestFaultConsumerKilled (mode "consumer") and of the idempotent variant
+// (mode "idempotent"), and returns at once unless started as one.
 func TestHelperConsumer(t *testing.T) {
-	if os.Getenv(envChild) != "consumer" {
+	mode := os.Getenv(envChild)
+	if mode == "" {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	ledger, err := os.OpenFile(os.Getenv(envLedger), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	var h acemq.Handler
+	switch mode {
+	case "consumer":
+		h = ledgerHandler(t, os.Getenv(envLedger))
+	case "idempotent":
+		pool := postgresPool(t, os.Getenv(envPostgres))
+		var dups atomic.Int64
+		h = idempotentHandler(newStore(t, pool, os.Getenv(envStore)), effects{pool: pool, table: os.Getenv(envEffects)}, &dups)
+	default:
+		t.Fatalf("unknown consumer mode %q", mode)
+	}
+	// The parent shows this process's output when its test fails.
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.InfoLevel))
+	tr := dial(t, os.Getenv(envURL), log)
+	mux := acemq.NewMux()
+	mux.Handle(os.Getenv(envQueue), h)
+	srv := &acemq.Server{Transport: tr, Handler: mux, Retry: testPolicy(), Logger: log}
+	if err := srv.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// ledgerHandler follows each message's script and writes each acceptance
+// to the ledger file before it returns it.
+func ledgerHandler(t *testing.T, path string) acemq.Handler {
+	ledger, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ledger.Close()
+	t.Cleanup(func() { ledger.Close() })
 	var mu sync.Mutex
-	log := testLogger(t)
-	tr := dial(t, os.Getenv(envURL), log)
-	q := os.Getenv(envQueue)
-	h := acemq.Decoded(codec.JSON, func(ctx context.Context, m *acemq.Message, j job) ack.Ack {
+	return acemq.Decoded(codec.JSON, func(ctx context.Context, m *acemq.Message, j job) ack.Ack {
 		select {
 		case <-time.After(5 * time.Millisecond):
 		case <-ctx.Done():
@@ -191,10 +225,4 @@ func TestHelperConsumer(t *testing.T) {
 		}
 		return a
 	})
-	mux := acemq.NewMux()
-	mux.Handle(q, h)
-	srv := &acemq.Server{Transport: tr, Handler: mux, Retry: testPolicy(), Logger: log}
-	if err := srv.Run(ctx); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 }

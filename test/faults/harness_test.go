@@ -529,12 +529,14 @@ func (s *sink) collect(tb testing.TB, name string, published []job, accepted map
 	if s.graveyard != "" {
 		addAll(s.dlq, drain(tb, s.url, s.graveyard))
 	}
-	tl := &tally{name: name, published: published, accepted: accepted, dlq: s.dlq, parked: s.parked,
-		queued: drain(tb, s.url, s.queue)}
+	// Rungs first: a message that expires from a rung meanwhile is then
+	// found in the queue.
+	queued := map[string]int{}
 	for _, d := range p.BrokerRungs() {
-		addAll(tl.queued, drain(tb, s.url, retry.RungName(s.queue, d)))
+		addAll(queued, drain(tb, s.url, retry.RungName(s.queue, d)))
 	}
-	return tl
+	addAll(queued, drain(tb, s.url, s.queue))
+	return &tally{name: name, published: published, accepted: accepted, dlq: s.dlq, parked: s.parked, queued: queued}
 }
 
 func addAll(into, from map[string]int) {
@@ -556,7 +558,7 @@ func (tl *tally) merge(other *tally) {
 // result is a tally's figures.
 type result struct {
 	published, delivered, deadlettered, parked, lost, duplicates, queued int
-	lostIDs, unexpected                                                  []string
+	lostIDs, unexpected, duplicateIDs                                    []string
 }
 
 func (tl *tally) result() result {
@@ -577,6 +579,7 @@ func (tl *tally) result() result {
 		}
 		if ends := a + d + p; ends > 1 {
 			r.duplicates += ends - 1
+			r.duplicateIDs = append(r.duplicateIDs, fmt.Sprintf("%s (accepted %d, dlq %d, parked %d)", j.ID, a, d, p))
 		}
 		switch {
 		case a+d+p+q == 0:
@@ -599,6 +602,9 @@ func (tl *tally) report(tb testing.TB) result {
 		tl.name, r.published, r.delivered, r.deadlettered, r.parked, r.lost, r.duplicates)
 	fmt.Println(line)
 	tb.Log(line)
+	if r.duplicates != 0 {
+		tb.Logf("%s: duplicates: %v", tl.name, head(r.duplicateIDs))
+	}
 	if r.lost != 0 {
 		tb.Errorf("%s: %d messages lost: %v", tl.name, r.lost, head(r.lostIDs))
 	}
