@@ -367,11 +367,16 @@ func BenchmarkPostgresClaimConfirm(b *testing.B) {
 	ctx := context.Background()
 	pool := postgresPool(b, 8)
 	s, _ := newPostgres(b, pool)
-	ids := uuids(1 << 20)
+	ids := uuids(1 << 16)
+	// run is a prefix of one run of a sub-benchmark's own: with -count, the
+	// runs share the table, and every claim must be of a new id.
+	var runs atomic.Int64
+	run := func() string { return strconv.FormatInt(runs.Add(1), 10) + "-" }
 	b.Run("serial", func(b *testing.B) {
+		prefix := run()
 		i := 0
 		for b.Loop() {
-			id := ids[i%len(ids)]
+			id := prefix + ids[i%len(ids)]
 			i++
 			if ok, err := s.Claim(ctx, id); err != nil || !ok {
 				b.Fatalf("Claim = %v, %v", ok, err)
@@ -383,10 +388,9 @@ func BenchmarkPostgresClaimConfirm(b *testing.B) {
 		reportRate(b)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		var next atomic.Int64
 		b.SetParallelism(4) // 8 goroutines on 2 cores, one connection each
 		b.RunParallel(func(pb *testing.PB) {
-			prefix := strconv.FormatInt(next.Add(1), 10) + "-parallel-"
+			prefix := run()
 			i := 0
 			for pb.Next() {
 				id := prefix + ids[i%len(ids)]
