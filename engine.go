@@ -159,14 +159,7 @@ func (c *consumer) giveBackUnstarted() {
 	}
 }
 
-func (c *consumer) stopping() bool {
-	select {
-	case <-c.e.s.stopping:
-		return true
-	default:
-		return false
-	}
-}
+func (c *consumer) stopping() bool { return isClosed(c.e.s.stopping) }
 
 // handle runs the handler on one delivery and settles its answer.
 func (c *consumer) handle(d transport.Delivery) {

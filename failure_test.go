@@ -3,7 +3,9 @@ package acemq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,5 +276,46 @@ func TestCompetingServers(t *testing.T) {
 	fa.eventually("all handled", func() bool { return a.count()+b.count() == 20 })
 	if a.count() == 0 || b.count() == 0 {
 		t.Errorf("one server took everything: %d / %d", a.count(), b.count())
+	}
+}
+
+// blockedTransport refuses publishes to one queue as a blocked broker does,
+// until unblocked.
+type blockedTransport struct {
+	*memory.Conn
+	queue   string
+	blocked atomic.Bool
+	refused atomic.Int64
+}
+
+func (b *blockedTransport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	if p.RoutingKey == b.queue && b.blocked.Load() {
+		b.refused.Add(1)
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish: %w", transport.ErrBlocked)
+	}
+	return b.Conn.Publish(ctx, p)
+}
+
+// TestBlockedBrokerHoldsTheMessage: a dead letter whose publish the broker
+// blocks is held until the alarm clears, not given back into a hot loop.
+func TestBlockedBrokerHoldsTheMessage(t *testing.T) {
+	t.Parallel()
+	broker := memory.New()
+	conn := broker.Connect()
+	t.Cleanup(func() { conn.Close() })
+	bt := &blockedTransport{Conn: conn, queue: "q.dlq"}
+	bt.blocked.Store(true)
+	h := always(ack.DeadLetter(errors.New("no such customer")))
+	f := startOn(t, broker, &acemq.Server{Transport: bt}, map[string]acemq.Handler{"q": h})
+	f.publish("q", "{}", nil)
+	f.eventually("several refused publishes", func() bool { return bt.refused.Load() >= 3 })
+	if h.count() != 1 || f.broker.Unacked("q") != 1 {
+		t.Fatalf("handled %d times, %d unacked: the message went round again", h.count(), f.broker.Unacked("q"))
+	}
+	bt.blocked.Store(false)
+	f.only("q.dlq")
+	f.eventually("original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
+	if h.count() != 1 {
+		t.Errorf("handled %d times", h.count())
 	}
 }

@@ -154,8 +154,28 @@ func (c *consumer) publishCopy(m *Message, d transport.Delivery, queue string, a
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	pub := republishing(m, d, queue, attempt, reason)
 	began := time.Now()
-	conf, err := c.e.t.Publish(ctx, republishing(m, d, queue, attempt, reason))
+	conf, err := c.e.t.Publish(ctx, pub)
+	// A blocked broker (memory or disk alarm) refuses publishes at once.
+	// Giving the original back would bring it straight round again, a hot
+	// loop at the head of the queue: hold it and wait for the alarm to
+	// clear, until the publish timeout or the shutdown deadline.
+	for wait := 50 * time.Millisecond; errors.Is(err, transport.ErrBlocked); wait = min(2*wait, time.Second) {
+		if wait == 50*time.Millisecond {
+			c.e.log.Warn("acemq: the broker is blocking publishes; holding the message until it clears",
+				zap.String("queue", c.name), zap.String("id", m.ID()), zap.String("to", queue))
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		case <-c.e.abandon:
+		}
+		if ctx.Err() != nil || isClosed(c.e.abandon) {
+			break
+		}
+		conf, err = c.e.t.Publish(ctx, pub)
+	}
 	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.metrics.queueSet)
 	switch {
 	case err == nil:
@@ -165,6 +185,15 @@ func (c *consumer) publishCopy(m *Message, d transport.Delivery, queue string, a
 	default:
 		c.e.log.Warn("acemq: republish", zap.String("queue", c.name), zap.String("to", queue), zap.Error(err))
 		return false, hopUnknown
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
