@@ -63,6 +63,7 @@ type Conn struct {
 
 	blocked atomic.Pointer[string] // the broker's reason while blocked
 	gen     atomic.Uint64
+	opens   sync.WaitGroup // channel.open calls a ctx gave up on, still running
 }
 
 // Open dials cfg.URLs in order until one answers and starts supervising the
@@ -137,12 +138,58 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 		if err != nil {
 			return nil, err
 		}
-		ch, err := conn.Channel()
+		ch, err := c.openChannel(ctx, conn)
 		if err == nil {
 			return ch, nil
 		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if !conn.IsClosed() {
 			return nil, err
+		}
+	}
+}
+
+// openChannel is conn.Channel with a context. amqp091-go's channel.open
+// takes none, and a broker that has blocked the connection stops reading
+// its socket: the open would wait until the alarm clears. When ctx ends
+// first the open goes on in the background and a channel it yields late is
+// closed; Close waits for it (closing the connection ends it).
+func (c *Conn) openChannel(ctx context.Context, conn *amqp.Connection) (*amqp.Channel, error) {
+	type opened struct {
+		ch  *amqp.Channel
+		err error
+	}
+	res := make(chan opened, 1)
+	var mu sync.Mutex
+	abandoned := false
+	c.opens.Add(1)
+	go func() {
+		defer c.opens.Done()
+		ch, err := conn.Channel()
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			if ch != nil {
+				ch.Close()
+			}
+			return
+		}
+		res <- opened{ch, err}
+	}()
+	select {
+	case r := <-res:
+		return r.ch, r.err
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case r := <-res: // it finished as ctx ended
+			return r.ch, r.err
+		default:
+			abandoned = true
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -176,6 +223,7 @@ func (c *Conn) Close() error {
 	cur := c.cur
 	c.cur = nil
 	c.mu.Unlock()
+	defer c.opens.Wait()
 	if cur == nil || cur.IsClosed() {
 		return nil
 	}
