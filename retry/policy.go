@@ -144,7 +144,7 @@ func (p Policy) NextWait(attempt int, age time.Duration) (Wait, bool) {
 		return Wait{Delay: d, InBroker: true}, true
 	}
 	if p.jitter > 0 && d > 0 {
-		d = time.Duration(float64(d) * (1 + p.jitter*(2*rand.Float64()-1)))
+		d = clampDuration(float64(d) * (1 + p.jitter*(2*rand.Float64()-1)))
 	}
 	return Wait{Delay: d}, true
 }
@@ -158,10 +158,17 @@ func (p Policy) delay(i int) time.Duration {
 	if p.max > 0 && d > float64(p.max) {
 		return p.max
 	}
-	if d > math.MaxInt64 {
+	return clampDuration(d)
+}
+
+// clampDuration converts d, never overflowing: a float at or past
+// MaxInt64 converts to a negative Duration, which would make a wait fire at
+// once, every time: a hot loop.
+func clampDuration(d float64) time.Duration {
+	if d >= math.MaxInt64 {
 		return time.Duration(math.MaxInt64)
 	}
-	return time.Duration(d)
+	return time.Duration(max(d, 0))
 }
 
 func (p Policy) inBroker(d time.Duration) bool { return p.threshold > 0 && d >= p.threshold }

@@ -114,3 +114,23 @@ func TestPolicyIsAValue(t *testing.T) {
 		t.Errorf("None().MaxAttempts() = %d, want 1", got)
 	}
 }
+
+// TestHugeDelaysNeverGoNegative: an uncapped exponential grows past
+// time.Duration's range; with jitter on top the float must not overflow
+// into a negative (instant) wait.
+func TestHugeDelaysNeverGoNegative(t *testing.T) {
+	t.Parallel()
+	p := retry.Exponential(64, time.Second, 0).WaitInBrokerFrom(0)
+	for attempt := 30; attempt < 64; attempt++ {
+		for range 50 {
+			if w, ok := p.NextWait(attempt, 0); !ok || w.Delay <= 0 {
+				t.Fatalf("NextWait(%d) = %v, %v", attempt, w.Delay, ok)
+			}
+		}
+	}
+	for _, d := range retry.Exponential(100, time.Hour, 0).Schedule() {
+		if d <= 0 {
+			t.Fatalf("Schedule has %v", d)
+		}
+	}
+}
