@@ -165,7 +165,8 @@ func readLedger(t *testing.T, path string) map[string]int {
 
 // TestHelperConsumer is not a test: it is the consumer process of
 // TestFaultConsumerKilled (mode "consumer") and of the idempotent variant
-// (mode "idempotent"), and returns at once unless started as one.
+// (mode "idempotent"), or the outbox relay process of TestFaultOutboxRelay
+// (mode "relay"), and returns at once unless started as one.
 func TestHelperConsumer(t *testing.T) {
 	mode := os.Getenv(envChild)
 	if mode == "" {
@@ -181,6 +182,9 @@ func TestHelperConsumer(t *testing.T) {
 		pool := postgresPool(t, os.Getenv(envPostgres))
 		var dups atomic.Int64
 		h = idempotentHandler(newStore(t, pool, os.Getenv(envStore)), effects{pool: pool, table: os.Getenv(envEffects)}, &dups)
+	case "relay":
+		runRelay(t, ctx)
+		return
 	default:
 		t.Fatalf("unknown consumer mode %q", mode)
 	}

@@ -14,5 +14,6 @@ var node brokertest.Lazy
 func TestMain(m *testing.M) {
 	code := m.Run()
 	node.Stop()
+	pg.Stop()
 	os.Exit(code)
 }
