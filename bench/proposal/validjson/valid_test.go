@@ -1,0 +1,64 @@
+package validjson
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var samples = []string{
+	`{}`, `[]`, `{"a":1}`, `[1,2,{"b":[true,false,null]}]`, `"\u00e9"`, `"\uZZZZ"`, `-0.5e+3`, `0`, `-0`, `01`,
+	`{"a":}`, `[1,]`, "\"\xff\"", ` 1 `, `1.`, `-`, `"\x01"`, `{"a" 1}`, `tru`, `nulll`, `""`, `"\"`, `1e`, `1E-2`,
+	`{"a":1,}`, `{,}`, `[`, `{"a":1 "b":2}`, " \t\r\n[ ] ", `"\/\b\f\n\r\t\\"`, `"\q"`, `+1`, `.5`, ``, ` `,
+	strings.Repeat("[", 10001) + strings.Repeat("]", 10001), strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+}
+
+func TestValidAgreesWithEncodingJSON(t *testing.T) {
+	for _, s := range append(samples, string(body(256))) {
+		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("Valid(%.40q) = %v, json.Valid says %v", s, got, want)
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range samples {
+		f.Add([]byte(s))
+	}
+	f.Add(body(256))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		if got, want := Valid(d), json.Valid(d); got != want {
+			t.Fatalf("Valid(%q) = %v, json.Valid says %v", d, got, want)
+		}
+	})
+}
+
+// body is the bench's 256-byte order.
+func body(size int) []byte {
+	const head, tail = `{"id":12345,"customer":"c-778","pad":"`, `"}`
+	b := []byte(head)
+	for i := range size - len(head) - len(tail) {
+		b = append(b, 'a'+byte(i%26))
+	}
+	return append(b, tail...)
+}
+
+func BenchmarkValid(b *testing.B) {
+	d := body(256)
+	b.SetBytes(int64(len(d)))
+	for b.Loop() {
+		if !Valid(d) {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+func BenchmarkEncodingJSONValid(b *testing.B) {
+	d := body(256)
+	b.SetBytes(int64(len(d)))
+	for b.Loop() {
+		if !json.Valid(d) {
+			b.Fatal("invalid")
+		}
+	}
+}
