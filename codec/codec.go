@@ -56,7 +56,7 @@ func (jsonCodec) Unmarshal(data []byte, v any) error {
 }
 
 func (jsonCodec) Validate(data []byte) error {
-	if !json.Valid(data) {
+	if !validJSON(data) {
 		return ack.Fatal(fmt.Errorf("%w: %d bytes that do not parse", ErrNotJSON, len(data)))
 	}
 	return nil

@@ -1,4 +1,4 @@
-package validjson
+package codec
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ var samples = []string{
 
 func TestValidAgreesWithEncodingJSON(t *testing.T) {
 	for _, s := range append(samples, string(body(256))) {
-		if got, want := Valid([]byte(s)), json.Valid([]byte(s)); got != want {
-			t.Errorf("Valid(%.40q) = %v, json.Valid says %v", s, got, want)
+		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("validJSON(%.40q) = %v, json.Valid says %v", s, got, want)
 		}
 	}
 }
@@ -27,8 +27,8 @@ func FuzzValid(f *testing.F) {
 	}
 	f.Add(body(256))
 	f.Fuzz(func(t *testing.T, d []byte) {
-		if got, want := Valid(d), json.Valid(d); got != want {
-			t.Fatalf("Valid(%q) = %v, json.Valid says %v", d, got, want)
+		if got, want := validJSON(d), json.Valid(d); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", d, got, want)
 		}
 	})
 }
@@ -43,11 +43,11 @@ func body(size int) []byte {
 	return append(b, tail...)
 }
 
-func BenchmarkValid(b *testing.B) {
+func BenchmarkValidJSON(b *testing.B) {
 	d := body(256)
 	b.SetBytes(int64(len(d)))
 	for b.Loop() {
-		if !Valid(d) {
+		if !validJSON(d) {
 			b.Fatal("invalid")
 		}
 	}
