@@ -198,7 +198,19 @@ func StartNode() (*Node, error) {
 		n.Stop()
 		return nil, err
 	}
+	watchdog(fmt.Sprintf("rabbitmqctl -q -n %s stop; rm -rf %s", n.Name, dir))
 	return n, nil
+}
+
+// watchdog runs script, in a session of its own, once this process has
+// ended: a test binary killed by its timeout runs no cleanup, and a node
+// left behind would outlive every later run.
+func watchdog(script string) {
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("while kill -0 %d 2>/dev/null; do sleep 2; done; %s", os.Getpid(), script))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cmd.Start() == nil {
+		_ = cmd.Process.Release() // it outlives us; nobody waits for it
+	}
 }
 
 // launch runs rabbitmq-server -detached with the node's settings and waits
@@ -363,4 +375,38 @@ func (l *Lazy) Stop() {
 	if l.node != nil {
 		l.node.Stop()
 	}
+}
+
+// StartCluster starts n private nodes and joins the others to the first,
+// as a cluster on this machine. Stop each node with Stop.
+func StartCluster(n int) ([]*Node, error) {
+	nodes := make([]*Node, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() { nodes[i], errs[i] = StartNode() })
+	}
+	wg.Wait()
+	stopAll := func() {
+		for _, nd := range nodes {
+			nd.Stop()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		stopAll()
+		return nil, err
+	}
+	for _, nd := range nodes[1:] {
+		for _, args := range [][]string{{"stop_app"}, {"join_cluster", nodes[0].Name}, {"start_app"}} {
+			if _, err := ctl(nd.Name, 2*time.Minute, args...); err != nil {
+				stopAll()
+				return nil, fmt.Errorf("join %s to %s: %w", nd.Name, nodes[0].Name, err)
+			}
+		}
+		if err := nd.awaitStartup(time.Minute); err != nil {
+			stopAll()
+			return nil, err
+		}
+	}
+	return nodes, nil
 }

@@ -69,6 +69,8 @@ func StartPostgres() (*Postgres, error) {
 		p.Stop()
 		return nil, err
 	}
+	watchdog(fmt.Sprintf("su postgres -s /bin/sh -c '%s -D %s -m immediate stop' >/dev/null 2>&1; rm -rf %s",
+		filepath.Join(bin, "pg_ctl"), p.data(), dir))
 	return p, nil
 }
 

@@ -319,12 +319,28 @@ type publishStats struct {
 	mu       sync.Mutex
 	failures int
 	errs     []string // the first few distinct errors
+	kinds    map[string]int
 }
 
 func (s *publishStats) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures++
+	if s.kinds == nil {
+		s.kinds = map[string]int{}
+	}
+	switch {
+	case errors.Is(err, transport.ErrNacked):
+		s.kinds["nacked"]++
+	case errors.Is(err, transport.ErrUnconfirmed):
+		s.kinds["unconfirmed"]++
+	case errors.Is(err, transport.ErrBlocked):
+		s.kinds["blocked"]++
+	case errors.Is(err, transport.ErrClosed):
+		s.kinds["closed"]++
+	default:
+		s.kinds["other"]++
+	}
 	msg := err.Error()
 	if len(s.errs) < 5 && !slices.Contains(s.errs, msg) {
 		s.errs = append(s.errs, msg)
@@ -334,7 +350,7 @@ func (s *publishStats) fail(err error) {
 func (s *publishStats) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("%d failed publish attempts %q", s.failures, s.errs)
+	return fmt.Sprintf("%d failed publish attempts %v, first: %q", s.failures, s.kinds, s.errs)
 }
 
 // publishAll publishes js to queue from workers goroutines, one message per
