@@ -52,20 +52,23 @@ func (c *consumer) retry(d transport.Delivery, m *Message, err error) {
 	}
 	if w.InBroker && !c.cfg.NoDeclare {
 		rung := retry.RungName(c.name, w.Delay)
-		routed, outcome := c.publishCopy(m, d, rung, m.Attempt()+1, "")
-		if outcome == hopDone && routed {
-			c.e.inst.retries.Add(context.Background(), 1, c.metrics.with(attribute.String("where", "broker")))
-			c.ack(d)
-			return
-		}
-		if outcome != hopDone {
-			c.hopFailed(d, m, rung, outcome, nil)
-			return
-		}
-		c.e.inst.rungMissing.Add(context.Background(), 1, c.metrics.with(attribute.String("rung", rung)))
-		c.e.log.Error("acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
-			"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
-			zap.String("queue", c.name), zap.String("rung", rung), zap.Duration("wait", w.Delay), zap.String("id", m.ID()))
+		c.hop(m, d, rung, m.Attempt()+1, "", func(routed bool, outcome hopOutcome) {
+			switch {
+			case outcome == hopDone && routed:
+				c.e.inst.retries.Add(context.Background(), 1, c.metrics.with(attribute.String("where", "broker")))
+				c.ack(d)
+			case outcome != hopDone:
+				c.hopFailed(d, m, rung, outcome, nil)
+			default:
+				c.e.inst.rungMissing.Add(context.Background(), 1, c.metrics.with(attribute.String("rung", rung)))
+				c.e.log.Error("acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
+					"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
+					zap.String("queue", c.name), zap.String("rung", rung), zap.Duration("wait", w.Delay), zap.String("id", m.ID()))
+				c.e.inst.retries.Add(context.Background(), 1, c.metrics.with(attribute.String("where", "process")))
+				c.waitInProcess(d, m, w.Delay)
+			}
+		})
+		return
 	}
 	c.e.inst.retries.Add(context.Background(), 1, c.metrics.with(attribute.String("where", "process")))
 	c.waitInProcess(d, m, w.Delay)
@@ -83,6 +86,9 @@ func (c *consumer) waitInProcess(d transport.Delivery, m *Message, delay time.Du
 		case <-c.e.flushWaits:
 		}
 		routed, outcome := c.publishCopy(m, d, c.name, m.Attempt()+1, "")
+		if outcome == hopBlocked {
+			routed, outcome = c.publishWhenUnblocked(m, d, c.name, m.Attempt()+1, "")
+		}
 		c.finishHop(d, m, c.name, routed, outcome, nil)
 	}()
 }
@@ -90,8 +96,51 @@ func (c *consumer) waitInProcess(d transport.Delivery, m *Message, delay time.Du
 // setAside publishes the message to its .dlq or .parked queue with the
 // reason, then acks the original: the copy is safe, so the original is done.
 func (c *consumer) setAside(d transport.Delivery, m *Message, a ack.Ack, dest string) {
-	routed, outcome := c.publishCopy(m, d, dest, m.Attempt(), a.Reason())
-	c.finishHop(d, m, dest, routed, outcome, &a)
+	c.hop(m, d, dest, m.Attempt(), a.Reason(), func(routed bool, outcome hopOutcome) {
+		c.finishHop(d, m, dest, routed, outcome, &a)
+	})
+}
+
+// hop publishes the copy and hands the result to then. A broker that blocks
+// publishes (a memory or disk alarm) refuses at once: giving the original
+// back would bring it straight round again, a hot loop at the head of the
+// queue. So the delivery is held, off the worker (prefetch bounds how many),
+// until the alarm clears, the publish timeout passes or shutdown cuts it off;
+// meanwhile the workers go on with messages that need no publish.
+func (c *consumer) hop(m *Message, d transport.Delivery, queue string, attempt int, reason string, then func(routed bool, outcome hopOutcome)) {
+	routed, outcome := c.publishCopy(m, d, queue, attempt, reason)
+	if outcome != hopBlocked {
+		then(routed, outcome)
+		return
+	}
+	c.e.log.Warn("acemq: the broker is blocking publishes; holding the message until it clears",
+		zap.String("queue", c.name), zap.String("id", m.ID()), zap.String("to", queue))
+	c.e.waits.Add(1)
+	go func() {
+		defer c.e.waits.Done()
+		then(c.publishWhenUnblocked(m, d, queue, attempt, reason))
+	}()
+}
+
+// publishWhenUnblocked retries a blocked publish with backoff until it is
+// not blocked any more, the publish timeout passes or the drain gives up.
+// Still blocked then, the outcome is unknown: the original goes back.
+func (c *consumer) publishWhenUnblocked(m *Message, d transport.Delivery, queue string, attempt int, reason string) (bool, hopOutcome) {
+	deadline := time.Now().Add(c.publishTimeout())
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		select {
+		case <-time.After(wait):
+		case <-c.e.abandon:
+			return false, hopUnknown
+		}
+		routed, outcome := c.publishCopy(m, d, queue, attempt, reason)
+		if outcome != hopBlocked {
+			return routed, outcome
+		}
+		if time.Now().After(deadline) {
+			return false, hopUnknown
+		}
+	}
 }
 
 func (c *consumer) finishHop(d transport.Delivery, m *Message, dest string, routed bool, outcome hopOutcome, a *ack.Ack) {
@@ -143,45 +192,31 @@ const (
 	hopDone    hopOutcome = iota // confirmed; routed says whether a queue took it
 	hopRefused                   // nacked
 	hopUnknown                   // no confirm: channel closed, timeout, transport error
+	hopBlocked                   // the broker blocks publishes: try again once it clears
 )
+
+func (c *consumer) publishTimeout() time.Duration {
+	if c.e.s.PublishTimeout > 0 {
+		return c.e.s.PublishTimeout
+	}
+	return DefaultPublishTimeout
+}
 
 // publishCopy republishes m by queue name, mandatory, with the wire
 // contract's headers and without the broker's own.
 func (c *consumer) publishCopy(m *Message, d transport.Delivery, queue string, attempt int, reason string) (routed bool, outcome hopOutcome) {
-	timeout := c.e.s.PublishTimeout
-	if timeout <= 0 {
-		timeout = DefaultPublishTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.publishTimeout())
 	defer cancel()
-	pub := republishing(m, d, queue, attempt, reason)
 	began := time.Now()
-	conf, err := c.e.t.Publish(ctx, pub)
-	// A blocked broker (memory or disk alarm) refuses publishes at once.
-	// Giving the original back would bring it straight round again, a hot
-	// loop at the head of the queue: hold it and wait for the alarm to
-	// clear, until the publish timeout or the shutdown deadline.
-	for wait := 50 * time.Millisecond; errors.Is(err, transport.ErrBlocked); wait = min(2*wait, time.Second) {
-		if wait == 50*time.Millisecond {
-			c.e.log.Warn("acemq: the broker is blocking publishes; holding the message until it clears",
-				zap.String("queue", c.name), zap.String("id", m.ID()), zap.String("to", queue))
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		case <-c.e.abandon:
-		}
-		if ctx.Err() != nil || isClosed(c.e.abandon) {
-			break
-		}
-		conf, err = c.e.t.Publish(ctx, pub)
-	}
+	conf, err := c.e.t.Publish(ctx, republishing(m, d, queue, attempt, reason))
 	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.metrics.queueSet)
 	switch {
 	case err == nil:
 		return conf.Routed, hopDone
 	case errors.Is(err, transport.ErrNacked):
 		return false, hopRefused
+	case errors.Is(err, transport.ErrBlocked):
+		return false, hopBlocked
 	default:
 		c.e.log.Warn("acemq: republish", zap.String("queue", c.name), zap.String("to", queue), zap.Error(err))
 		return false, hopUnknown
