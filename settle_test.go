@@ -211,7 +211,7 @@ func TestGiveUpReasons(t *testing.T) {
 			"", "q.parked", "could not be decoded: acemq: this message is not JSON: 0 bytes that do not parse", "parked"},
 		{"typed handler parks wrong types", &acemq.Server{},
 			acemq.Decoded(codec.JSON, func(context.Context, *acemq.Message, struct{ N int }) ack.Ack { return ack.Accept() }),
-			`{"N":"seven"}`, "q.parked", "could not be decoded: acemq: this message is not JSON: json: cannot unmarshal string into Go struct field .N of type int", "parked"},
+			`{"N":"seven"}`, "q.parked", "could not be decoded: acemq: this message is JSON of the wrong shape: json: cannot unmarshal string into Go struct field .N of type int", "parked"},
 		{"a panic follows the policy", &acemq.Server{},
 			acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack { panic("nil map") }),
 			"{}", "q.dlq", "retry requested but no retry policy is set, so one delivery is all it gets: acemq: handler panicked: nil map", "no_policy"},

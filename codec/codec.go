@@ -33,6 +33,11 @@ type Validator interface {
 // ErrNotJSON matches, with errors.Is, every body [JSON] refuses.
 var ErrNotJSON = errors.New("acemq: this message is not JSON")
 
+// ErrWrongShape matches, with errors.Is, a body [JSON] can parse but not
+// into the value asked for (a string where a number belongs): a schema the
+// consumer was never taught, not a body that is not JSON.
+var ErrWrongShape = errors.New("acemq: this message is JSON of the wrong shape")
+
 // JSON is the encoding/json codec, content type application/json.
 var JSON Codec = jsonCodec{}
 
@@ -50,6 +55,9 @@ func (jsonCodec) Marshal(v any) ([]byte, error) {
 
 func (jsonCodec) Unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
+		if validJSON(data) {
+			return ack.Fatal(fmt.Errorf("%w: %w", ErrWrongShape, err))
+		}
 		return ack.Fatal(fmt.Errorf("%w: %w", ErrNotJSON, err))
 	}
 	return nil

@@ -11,7 +11,11 @@ import (
 func TestJSONRefusalIsFatal(t *testing.T) {
 	t.Parallel()
 	type order struct{ ID int }
-	for _, body := range [][]byte{nil, []byte(""), []byte("not json"), []byte(`{"ID":"seven"}`), []byte{0xff, 0xfe}} {
+	var o order
+	if err := codec.JSON.Unmarshal([]byte(`{"ID":"seven"}`), &o); !ack.IsFatal(err) || !errors.Is(err, codec.ErrWrongShape) || errors.Is(err, codec.ErrNotJSON) {
+		t.Errorf("a string for a number = %v; want a fatal ErrWrongShape", err)
+	}
+	for _, body := range [][]byte{nil, []byte(""), []byte("not json"), []byte(`{"ID":7`), []byte{0xff, 0xfe}} {
 		var o order
 		err := codec.JSON.Unmarshal(body, &o)
 		if err == nil || !ack.IsFatal(err) || !errors.Is(err, codec.ErrNotJSON) {
