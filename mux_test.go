@@ -100,9 +100,13 @@ func TestDecodedParksWhatItCannotRead(t *testing.T) {
 	if a := h.ServeMessage(ctx, acemq.NewMessage("q", []byte(`{"id":7}`), nil)); a.Outcome() != ack.OutcomeAccept {
 		t.Errorf("good body: %v", a)
 	}
-	for _, body := range []string{"", "nope", `{"id":"seven"}`} {
+	for body, reason := range map[string]string{
+		"":               "could not be decoded: acemq: this message is not JSON",
+		"nope":           "could not be decoded: acemq: this message is not JSON",
+		`{"id":"seven"}`: "could not be decoded: acemq: this message is JSON of the wrong shape",
+	} {
 		a := h.ServeMessage(ctx, acemq.NewMessage("q", []byte(body), nil))
-		if a.Outcome() != ack.OutcomePark || !strings.HasPrefix(a.Reason(), "could not be decoded: acemq: this message is not JSON") {
+		if a.Outcome() != ack.OutcomePark || !strings.HasPrefix(a.Reason(), reason) {
 			t.Errorf("body %q: %v", body, a)
 		}
 	}
