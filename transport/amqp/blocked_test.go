@@ -16,7 +16,7 @@ import (
 // connection still go through.
 func TestBlockedPublishFailsFast(t *testing.T) {
 	node := privateNode(t)
-	tr := dialURL(t, node.url)
+	tr := dialURL(t, node.URL)
 	ctx := testCtx(t, 60*time.Second)
 	q := name(t, "q")
 	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
@@ -29,8 +29,8 @@ func TestBlockedPublishFailsFast(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Close() })
 
-	rabbitmqctl(t, node.name, "set_vm_memory_high_watermark", "0")
-	t.Cleanup(func() { rabbitmqctl(t, node.name, "set_vm_memory_high_watermark", "0.4") })
+	rabbitmqctl(t, node.Name, "set_vm_memory_high_watermark", "0")
+	t.Cleanup(func() { rabbitmqctl(t, node.Name, "set_vm_memory_high_watermark", "0.4") })
 	// The alarm takes effect within a moment, and the broker blocks a
 	// connection when it next publishes: keep publishing until it does.
 	for start := time.Now(); ; {
@@ -61,7 +61,7 @@ func TestBlockedPublishFailsFast(t *testing.T) {
 		t.Fatalf("Inspect while blocked = %+v, %v", info, err)
 	}
 
-	rabbitmqctl(t, node.name, "set_vm_memory_high_watermark", "0.4")
+	rabbitmqctl(t, node.Name, "set_vm_memory_high_watermark", "0.4")
 	for {
 		conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true})
 		if err == nil && conf.Routed {

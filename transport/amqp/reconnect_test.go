@@ -96,7 +96,7 @@ func TestReconnectAfterConnectionsClosed(t *testing.T) {
 
 func TestBrokerRestartLosesNothing(t *testing.T) {
 	node := privateNode(t)
-	tr := dialURL(t, node.url)
+	tr := dialURL(t, node.URL)
 	ctx := testCtx(t, 120*time.Second)
 	q := name(t, "q")
 	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
@@ -114,10 +114,10 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	held := receive(t, sub, 5*time.Second)
 
 	stopped := true
-	rabbitmqctl(t, node.name, "stop_app")
+	rabbitmqctl(t, node.Name, "stop_app")
 	t.Cleanup(func() {
 		if stopped {
-			rabbitmqctl(t, node.name, "start_app")
+			rabbitmqctl(t, node.Name, "start_app")
 		}
 	})
 	awaitStale(t, held)
@@ -125,7 +125,7 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	if _, err := tr.Publish(pctx, transport.Publishing{RoutingKey: q}); !errors.Is(err, transport.ErrUnconfirmed) {
 		t.Errorf("Publish while the broker is down = %v, want ErrUnconfirmed", err)
 	}
-	rabbitmqctl(t, node.name, "start_app")
+	rabbitmqctl(t, node.Name, "start_app")
 	stopped = false
 	if err := held.Ack(); !errors.Is(err, transport.ErrStaleDelivery) {
 		t.Fatalf("Ack from before the restart = %v, want ErrStaleDelivery", err)
@@ -140,7 +140,7 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 func TestFailoverToNextNode(t *testing.T) {
 	node := privateNode(t)
 	url, _ := freshVhost(t)
-	tr := dialURL(t, node.url, WithURLs(url))
+	tr := dialURL(t, node.URL, WithURLs(url))
 	ctx := testCtx(t, 120*time.Second)
 	q := name(t, "q")
 	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: q, Durable: true}}}); err != nil {
@@ -155,8 +155,8 @@ func TestFailoverToNextNode(t *testing.T) {
 	seen := map[int]bool{}
 	consumeAll(t, sub, seen, 5, 10*time.Second)
 
-	rabbitmqctl(t, node.name, "stop_app")
-	t.Cleanup(func() { rabbitmqctl(t, node.name, "start_app") })
+	rabbitmqctl(t, node.Name, "stop_app")
+	t.Cleanup(func() { rabbitmqctl(t, node.Name, "start_app") })
 	// The second node knows nothing of q until the transport declares it.
 	for {
 		conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true,
@@ -177,7 +177,7 @@ func TestFailoverToNextNode(t *testing.T) {
 func TestCloseWhileReconnecting(t *testing.T) {
 	node := privateNode(t)
 	ctx := testCtx(t, 60*time.Second)
-	tr, err := Dial(ctx, node.url, WithBackoff(50*time.Millisecond, 200*time.Millisecond))
+	tr, err := Dial(ctx, node.URL, WithBackoff(50*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +189,8 @@ func TestCloseWhileReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rabbitmqctl(t, node.name, "stop_app")
-	t.Cleanup(func() { rabbitmqctl(t, node.name, "start_app") })
+	rabbitmqctl(t, node.Name, "stop_app")
+	t.Cleanup(func() { rabbitmqctl(t, node.Name, "start_app") })
 	for {
 		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		_, err := tr.consume.Connection(short)
