@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/acemq/acemq/idempotency"
 	"github.com/acemq/acemq/middleware"
 	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport/memory"
 )
 
 // TestIdempotentEndToEnd runs the Idempotent middleware inside a Server on
@@ -31,16 +33,23 @@ func TestIdempotentEndToEnd(t *testing.T) {
 	for _, backend := range []string{"memory", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			newStore := func(*testing.T) idempotency.Store { return idempotency.NewMemory(time.Hour) }
+			newStore := func(_ *testing.T, opts ...idempotency.Option) idempotency.Store {
+				memOpts := make([]idempotency.MemoryOption, len(opts))
+				for i, o := range opts {
+					memOpts[i] = o
+				}
+				return idempotency.NewMemory(time.Hour, memOpts...)
+			}
 			if backend == "postgres" {
 				newStore = idemPostgresStores(t)
 			}
 
+			// One at a time, the second copy finds the first done.
 			t.Run("the same id published twice", func(t *testing.T) {
 				t.Parallel()
-				mw, duplicates := idemMiddleware(t, newStore(t))
+				mw, duplicates, _ := idemMiddleware(t, newStore(t))
 				work := always(ack.Accept())
-				f := start(t, &acemq.Server{}, map[string]acemq.Handler{"orders": mw(work)})
+				f := start(t, &acemq.Server{Concurrency: 1}, map[string]acemq.Handler{"orders": mw(work)})
 				idemPublish(f, "orders", "order-1")
 				idemPublish(f, "orders", "order-1")
 				idemPublish(f, "orders", "order-2")
@@ -60,7 +69,7 @@ func TestIdempotentEndToEnd(t *testing.T) {
 			// the redelivery is a duplicate.
 			t.Run("a redelivery after the work was done", func(t *testing.T) {
 				t.Parallel()
-				mw, duplicates := idemMiddleware(t, newStore(t))
+				mw, duplicates, _ := idemMiddleware(t, newStore(t))
 				work := always(ack.Accept())
 				handled := mw(work)
 				lostAck := &recorder{answer: func(m *acemq.Message) ack.Ack {
@@ -90,7 +99,7 @@ func TestIdempotentEndToEnd(t *testing.T) {
 			// released and the redelivery does it.
 			t.Run("a requeue before the work", func(t *testing.T) {
 				t.Parallel()
-				mw, duplicates := idemMiddleware(t, newStore(t))
+				mw, duplicates, _ := idemMiddleware(t, newStore(t))
 				var done atomic.Int32
 				work := &recorder{answer: func(m *acemq.Message) ack.Ack {
 					if !m.Envelope().Redelivered {
@@ -111,7 +120,7 @@ func TestIdempotentEndToEnd(t *testing.T) {
 			// replay of the message after that is a duplicate.
 			t.Run("a failure, then the retry", func(t *testing.T) {
 				t.Parallel()
-				mw, duplicates := idemMiddleware(t, newStore(t))
+				mw, duplicates, inProgress := idemMiddleware(t, newStore(t))
 				var done atomic.Int32
 				work := &recorder{answer: func(m *acemq.Message) ack.Ack {
 					if m.Attempt() < 3 {
@@ -127,8 +136,8 @@ func TestIdempotentEndToEnd(t *testing.T) {
 				f.eventually("attempt 2", func() bool { return work.count() == 2 })
 				f.advance(1, time.Second)
 				f.eventually("attempt 3, accepted", func() bool { return work.count() == 3 && idemSettled(f, "orders") })
-				if n := duplicates(); n != 0 {
-					t.Fatalf("%s = %d: a retry was taken for a duplicate", middleware.MetricDuplicates, n)
+				if n, p := duplicates(), inProgress(); n != 0 || p != 0 {
+					t.Fatalf("%s = %d, %s = %d: a retry was taken for another's", middleware.MetricDuplicates, n, middleware.MetricInProgress, p)
 				}
 				idemPublish(f, "orders", "order-1") // a replay
 				f.eventually("the replay settled as a duplicate", func() bool { return duplicates() == 1 && idemSettled(f, "orders") })
@@ -147,6 +156,118 @@ func TestIdempotentEndToEnd(t *testing.T) {
 					t.Errorf("retries{process} = %d, want 2", got)
 				}
 			})
+
+			// Two copies at once: the second finds the first in progress and
+			// is retried, not accepted; its retry, after the first was
+			// confirmed, is a duplicate.
+			t.Run("the same id delivered twice at once", func(t *testing.T) {
+				t.Parallel()
+				mw, duplicates, inProgress := idemMiddleware(t, newStore(t))
+				release := make(chan struct{})
+				work := &recorder{answer: func(*acemq.Message) ack.Ack {
+					<-release
+					return ack.Accept()
+				}}
+				f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second)}, map[string]acemq.Handler{"orders": mw(work)})
+				var once sync.Once
+				free := func() { once.Do(func() { close(release) }) }
+				t.Cleanup(free) // before the server's Shutdown, should the test fail first
+				idemPublish(f, "orders", "order-1")
+				idemPublish(f, "orders", "order-1")
+				f.eventually("one copy in the handler, the other in progress", func() bool {
+					return work.count() == 1 && inProgress() == 1
+				})
+				free()
+				f.eventually("the first copy confirmed and acked", func() bool {
+					return f.counter(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "accept"}) == 1
+				})
+				f.advance(1, time.Second)
+				f.eventually("the retry settled as a duplicate", func() bool { return duplicates() == 1 && idemSettled(f, "orders") })
+				if n := work.count(); n != 1 {
+					t.Errorf("the work ran %d times for two copies, want 1", n)
+				}
+				if f.broker.Depth("orders.dlq") != 0 {
+					t.Error("a copy was dead-lettered")
+				}
+			})
+
+			// A consumer claims the message, then is killed before the work:
+			// the broker hands the delivery back at once. The redelivery finds
+			// the claim in progress and is retried, not accepted and not given
+			// the claim; once the lease ends, a retry does the work. With a
+			// ladder shorter than the lease, the message is dead-lettered
+			// with the reason instead, and a replay after the lease does the
+			// work: never lost.
+			for _, tt := range []struct {
+				name     string
+				attempts int // 20 s apart; the lease is a minute
+				handled  bool
+			}{
+				{"a consumer killed after its claim, and a ladder that reaches the lease's end", 4, true},
+				{"a consumer killed after its claim, and a ladder within the lease", 3, false},
+			} {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					broker := memory.New()
+					store := newStore(t, idempotency.WithLease(time.Minute), idempotency.WithClock(broker.Clock().Now))
+					mw, duplicates, inProgress := idemMiddleware(t, store)
+					work := always(ack.Accept())
+					handled := mw(work)
+					var dead atomic.Bool
+					killed := &recorder{answer: func(m *acemq.Message) ack.Ack {
+						if dead.Swap(true) {
+							return handled.ServeMessage(context.Background(), m)
+						}
+						if r, err := store.Claim(context.Background(), m.ID()); r != idempotency.Claimed || err != nil {
+							t.Errorf("the killed consumer's claim = %v, %v", r, err)
+						}
+						return ack.Requeue() // its delivery goes back, as with a dead channel
+					}}
+					f := startOn(t, broker, &acemq.Server{Retry: retry.Fixed(tt.attempts, 20*time.Second)},
+						map[string]acemq.Handler{"orders": killed})
+					idemPublish(f, "orders", "order-1")
+					f.eventually("the redelivery found the claim in progress", func() bool { return inProgress() == 1 })
+					if env := killed.envelopes()[1]; !env.Redelivered || env.Attempt != 1 {
+						t.Errorf("the second delivery %+v is not the broker's redelivery", env)
+					}
+					for attempt := 2; attempt <= tt.attempts; attempt++ {
+						f.advance(1, 20*time.Second)
+						f.eventually(fmt.Sprint("attempt ", attempt), func() bool { return killed.count() == attempt+1 })
+					}
+					f.eventually("settled", func() bool {
+						return idemSettled(f, "orders") && (tt.handled || f.broker.Depth("orders.dlq") == 1)
+					})
+					// In progress at 0 s, 20 s and 40 s; then handled at 60 s, or
+					// dead-lettered by a ladder that ended first.
+					wantInProgress, wantWork := int64(3), 1
+					if !tt.handled {
+						wantInProgress, wantWork = int64(tt.attempts), 0
+					}
+					if p, w := inProgress(), work.count(); p != wantInProgress || w != wantWork {
+						t.Errorf("%d deliveries in progress, the work ran %d times; want %d and %d", p, w, wantInProgress, wantWork)
+					}
+					if n := duplicates(); n != 0 {
+						t.Errorf("%s = %d: an unfinished claim was taken for a done one", middleware.MetricDuplicates, n)
+					}
+					if tt.handled {
+						if f.broker.Depth("orders.dlq") != 0 {
+							t.Error("dead-lettered, though the ladder reached the end of the lease")
+						}
+						return
+					}
+					if got := f.counter(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "accept"}); got != 0 {
+						t.Errorf("handled{accept} = %d: a message whose work was not done was accepted", got)
+					}
+					reason, _ := f.only("orders.dlq").Headers[acemq.HeaderError].(string)
+					const want = `exhausted 3 attempts: acemq: idempotency: message in progress elsewhere: id "order-1" has an unsettled claim`
+					if !strings.HasPrefix(reason, want) {
+						t.Errorf("reason\n got %q\nwant it to start %q", reason, want)
+					}
+					broker.Clock().Advance(20 * time.Second) // the lease has ended
+					idemPublish(f, "orders", "order-1")      // a replay of the dead letter
+					f.eventually("the replay did the work", func() bool { return work.count() == 1 && idemSettled(f, "orders") })
+				})
+			}
 		})
 	}
 }
@@ -165,7 +286,7 @@ func TestIdempotentDatabaseDownFollowsThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, duplicates := idemMiddleware(t, store)
+	mw, duplicates, _ := idemMiddleware(t, store)
 	work := always(ack.Accept())
 	f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second)}, map[string]acemq.Handler{"orders": mw(work)})
 	idemPublish(f, "orders", "order-1")
@@ -189,13 +310,14 @@ func TestIdempotentDatabaseDownFollowsThePolicy(t *testing.T) {
 	}
 }
 
-// idemMiddleware is Idempotent on store, counting duplicates on a meter
-// provider of its own, and a function that reads that count.
-func idemMiddleware(t *testing.T, store idempotency.Store) (acemq.Middleware, func() int64) {
+// idemMiddleware is Idempotent on store, counting on a meter provider of
+// its own, and functions that read its counts of duplicates and of
+// deliveries found in progress.
+func idemMiddleware(t *testing.T, store idempotency.Store) (mw acemq.Middleware, duplicates, inProgress func() int64) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	duplicates := func() int64 {
+	count := func(name string) int64 {
 		var rm metricdata.ResourceMetrics
 		if err := reader.Collect(context.Background(), &rm); err != nil {
 			t.Error(err)
@@ -204,12 +326,12 @@ func idemMiddleware(t *testing.T, store idempotency.Store) (acemq.Middleware, fu
 		var n int64
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
-				if m.Name != middleware.MetricDuplicates {
+				if m.Name != name {
 					continue
 				}
 				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
 					if q, _ := p.Attributes.Value("queue"); q.AsString() != "orders" {
-						t.Errorf("a duplicate counted for queue %q", q.AsString())
+						t.Errorf("%s counted for queue %q", name, q.AsString())
 					}
 					n += p.Value
 				}
@@ -217,7 +339,9 @@ func idemMiddleware(t *testing.T, store idempotency.Store) (acemq.Middleware, fu
 		}
 		return n
 	}
-	return middleware.Idempotent(store, middleware.WithIdempotencyMeterProvider(mp)), duplicates
+	return middleware.Idempotent(store, middleware.WithIdempotencyMeterProvider(mp)),
+		func() int64 { return count(middleware.MetricDuplicates) },
+		func() int64 { return count(middleware.MetricInProgress) }
 }
 
 // idemPublish publishes a message with the given id, as a service
@@ -249,7 +373,7 @@ func idemIDs(r *recorder) string {
 // stores, each on a table of its own that is dropped when its test ends.
 // Without the variable the test skips, except under CI, where that is a
 // failure.
-func idemPostgresStores(t *testing.T) func(*testing.T) idempotency.Store {
+func idemPostgresStores(t *testing.T) func(*testing.T, ...idempotency.Option) idempotency.Store {
 	t.Helper()
 	raw := os.Getenv("ACEMQ_POSTGRES_URL")
 	if raw == "" {
@@ -268,10 +392,14 @@ func idemPostgresStores(t *testing.T) func(*testing.T) idempotency.Store {
 	if err := pool.Ping(ctx); err != nil {
 		t.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
 	}
-	return func(t *testing.T) idempotency.Store {
+	return func(t *testing.T, opts ...idempotency.Option) idempotency.Store {
 		t.Helper()
 		table := fmt.Sprintf("idem_e2e_%016x", rand.Uint64())
-		store, err := idempotency.NewPostgres(pool, idempotency.WithTable(table))
+		pgOpts := []idempotency.PostgresOption{idempotency.WithTable(table)}
+		for _, o := range opts {
+			pgOpts = append(pgOpts, o)
+		}
+		store, err := idempotency.NewPostgres(pool, pgOpts...)
 		if err != nil {
 			t.Fatal(err)
 		}

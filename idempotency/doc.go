@@ -15,14 +15,15 @@
 // x-acemq-id header), which every retry, dead letter and replay keeps. The
 // middleware.Idempotent middleware drives it:
 //
-//  1. Claim(id) before the handler. False: the message was handled, or is
-//     being handled by another consumer right now. It is accepted and the
-//     handler is not called.
+//  1. Claim(id) before the handler. [Done]: the message was handled; it is
+//     accepted and the handler is not called. [InProgress]: another
+//     consumer holds an unsettled claim on it; the message is retried, not
+//     accepted, and the handler is not called. [Claimed]: go on.
 //  2. The handler runs.
 //  3. Confirm(id) when the handler accepted the message, so a later
-//     redelivery is refused at step 1.
+//     redelivery is Done at step 1.
 //  4. Release(id) on any other outcome (retry, dead letter, park, requeue, a
-//     panic), so the retry is not mistaken for a duplicate.
+//     panic), so the retry is not mistaken for one in progress.
 //
 // Claiming before the handler, not after, is what stops two consumers doing
 // the same work at once, which is a real case at a concurrency above one.
@@ -30,11 +31,26 @@
 // # Why release matters
 //
 // Step 4 is the one a hand-rolled deduplication gets wrong. Without it the
-// first failure is the last attempt: the retry finds the id claimed and is
-// accepted as a duplicate, and the message is lost without a dead letter.
-// A claim that is neither confirmed nor released, because the process died
-// mid-handler, blocks its id only until its lease ends ([WithLease]); then
-// the broker's redelivery can be handled.
+// first failure would hold the id until its lease ends and every retry
+// before then would find it in progress: with a lease longer than the retry
+// ladder, the first failure would be the last attempt. (A hand-rolled one
+// that accepts a refused claim does worse: it acks the retry, and the
+// message is lost without a dead letter.)
+//
+// # In progress is not done
+//
+// A claim that is neither confirmed nor released says only that someone
+// started the work. It may be running in another consumer, or it may have
+// died with a consumer that was killed mid-handler, in which case the
+// broker redelivers the message at once and nothing will ever do the work
+// but this redelivery. Accepting an InProgress message as a duplicate
+// loses that message, so middleware.Idempotent retries it with
+// [ErrInProgress] instead: the retry ladder brings it back after the other
+// claim has been confirmed (Done), released (Claimed) or has run out its
+// lease (Claimed). The lease ([WithLease]) is the only thing that tells the
+// store a claimer is gone; when the ladder is shorter than the lease the
+// message is dead-lettered with its reason, never lost, and can be
+// replayed.
 //
 // # Memory, Postgres, or the handler's transaction
 //
@@ -67,8 +83,9 @@
 //
 // # Duplicates are counted
 //
-// A refused claim is accepted, and the handler is not called, but it is not
+// A Done message is accepted, and the handler is not called, but it is not
 // invisible: middleware.Idempotent counts it on the OpenTelemetry counter
 // acemq.idempotency.duplicates, calls an optional hook and writes a debug
-// log line with the message id.
+// log line with the message id. An InProgress one is counted on
+// acemq.idempotency.in_progress.
 package idempotency

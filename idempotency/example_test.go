@@ -22,17 +22,17 @@ func ExampleMemory() {
 
 	first, _ := store.Claim(ctx, "order-42")
 	concurrent, _ := store.Claim(ctx, "order-42") // another consumer, same message
-	fmt.Println("first:", first, "concurrent:", concurrent)
+	fmt.Println("first:", first, "| concurrent:", concurrent)
 
 	_ = store.Release(ctx, "order-42") // the handler failed: let the retry in
 	retry, _ := store.Claim(ctx, "order-42")
 	_ = store.Confirm(ctx, "order-42") // the retry succeeded
 	replay, _ := store.Claim(ctx, "order-42")
-	fmt.Println("retry:", retry, "replay:", replay)
+	fmt.Println("retry:", retry, "| replay:", replay)
 	fmt.Println("evictions:", store.Evictions())
 	// Output:
-	// first: true concurrent: false
-	// retry: true replay: false
+	// first: claimed | concurrent: in progress
+	// retry: claimed | replay: done
 	// evictions: 0
 }
 
@@ -104,12 +104,15 @@ func ExamplePostgres_ClaimTx() {
 		}
 		defer tx.Rollback(ctx) // after Commit, a no-op
 
-		first, err := store.ClaimTx(ctx, tx, m.ID())
-		if err != nil {
+		switch claim, err := store.ClaimTx(ctx, tx, m.ID()); {
+		case err != nil:
 			return ack.Retry(err)
-		}
-		if !first {
+		case claim == idempotency.Done:
 			return ack.Accept() // handled before: the order is already in the table
+		case claim == idempotency.InProgress:
+			// Only a lease of the middleware's form does this: not done, so
+			// not accepted.
+			return ack.Retry(fmt.Errorf("%w: %s", idempotency.ErrInProgress, m.ID()))
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO orders (message_id, body) VALUES ($1, $2)`, m.ID(), m.Body()); err != nil {
 			return ack.Retry(err)

@@ -99,11 +99,13 @@ func later(now, d int64) int64 {
 	return math.MaxInt64
 }
 
-// Claim implements [Store].
-func (s *Memory) Claim(_ context.Context, id string) (bool, error) {
+// Claim implements [Store]. A claim in progress in this store can only be
+// this process's own: a handler still running, or one stuck past its
+// lease.
+func (s *Memory) Claim(_ context.Context, id string) (ClaimResult, error) {
 	key, err := Key(id)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	now := s.clock()
 	s.mu.Lock()
@@ -112,7 +114,10 @@ func (s *Memory) Claim(_ context.Context, id string) (bool, error) {
 	e := s.entries[key]
 	if e != nil {
 		if now < e.expires {
-			return false, nil
+			if e.confirmed {
+				return Done, nil
+			}
+			return InProgress, nil
 		}
 		s.listOf(e).remove(e) // expired but not yet swept: reuse it
 	} else {
@@ -120,7 +125,7 @@ func (s *Memory) Claim(_ context.Context, id string) (bool, error) {
 	}
 	e.confirmed, e.expires = false, later(now, s.lease)
 	s.pending.push(e)
-	return true, nil
+	return Claimed, nil
 }
 
 // Confirm implements [Store].

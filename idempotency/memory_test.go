@@ -27,8 +27,8 @@ func TestMemoryMaxEntries(t *testing.T) {
 	s := idempotency.NewMemory(time.Hour, idempotency.WithMaxEntries(3), idempotency.WithClock(clock.Now))
 	handle := func(id string) {
 		t.Helper()
-		if ok, _ := s.Claim(ctx, id); !ok {
-			t.Fatalf("Claim(%q) refused", id)
+		if r, _ := s.Claim(ctx, id); r != idempotency.Claimed {
+			t.Fatalf("Claim(%q) = %v, want claimed", id, r)
 		}
 		_ = s.Confirm(ctx, id)
 		clock.Advance(time.Second)
@@ -46,13 +46,13 @@ func TestMemoryMaxEntries(t *testing.T) {
 	}
 	// Refused claims add nothing, so checking them evicts nothing.
 	for _, id := range []string{"c", "d", "e"} {
-		if ok, _ := s.Claim(ctx, id); ok {
-			t.Errorf("Claim(%q) won; it should still be remembered", id)
+		if r, _ := s.Claim(ctx, id); r != idempotency.Done {
+			t.Errorf("Claim(%q) = %v; it should still be remembered as done", id, r)
 		}
 	}
 	for _, id := range []string{"a", "b"} {
-		if ok, _ := s.Claim(ctx, id); !ok {
-			t.Errorf("Claim(%q) refused; it should have been evicted", id)
+		if r, _ := s.Claim(ctx, id); r != idempotency.Claimed {
+			t.Errorf("Claim(%q) = %v; it should have been evicted", id, r)
 		}
 	}
 }
@@ -65,8 +65,8 @@ func TestMemoryEvictsConfirmedBeforeInFlight(t *testing.T) {
 	_, _ = s.Claim(ctx, "done")
 	_ = s.Confirm(ctx, "done")
 	_, _ = s.Claim(ctx, "new") // over the limit: "done" goes, not "in-flight"
-	if ok, _ := s.Claim(ctx, "in-flight"); ok {
-		t.Error("the in-flight claim was evicted while a confirmed id was left")
+	if r, _ := s.Claim(ctx, "in-flight"); r != idempotency.InProgress {
+		t.Errorf("Claim(in-flight) = %v, want in progress: the in-flight claim was evicted while a confirmed id was left", r)
 	}
 	if n := s.Evictions(); n != 1 {
 		t.Errorf("Evictions() = %d, want 1", n)
@@ -85,8 +85,8 @@ func TestMemoryExpiredIDsAreNotEvictions(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	for i := range 10 {
-		if ok, _ := s.Claim(ctx, fmt.Sprint("new-", i)); !ok {
-			t.Fatalf("claim %d refused", i)
+		if r, _ := s.Claim(ctx, fmt.Sprint("new-", i)); r != idempotency.Claimed {
+			t.Fatalf("claim %d = %v", i, r)
 		}
 	}
 	if n := s.Evictions(); n != 0 {
@@ -106,9 +106,9 @@ func TestMemoryForever(t *testing.T) {
 	_, _ = s.Claim(ctx, "confirmed")
 	_ = s.Confirm(ctx, "confirmed")
 	clock.Advance(100 * 365 * 24 * time.Hour)
-	for _, id := range []string{"claimed", "confirmed"} {
-		if ok, _ := s.Claim(ctx, id); ok {
-			t.Errorf("Claim(%q) won a century later", id)
+	for id, want := range map[string]idempotency.ClaimResult{"claimed": idempotency.InProgress, "confirmed": idempotency.Done} {
+		if r, _ := s.Claim(ctx, id); r != want {
+			t.Errorf("Claim(%q) = %v a century later, want %v", id, r, want)
 		}
 	}
 }
@@ -153,8 +153,8 @@ func BenchmarkMemoryClaimConfirm(b *testing.B) {
 			for b.Loop() {
 				id := ids[i%len(ids)]
 				i++
-				if ok, _ := s.Claim(ctx, id); !ok {
-					b.Fatalf("Claim(%q) refused", id)
+				if r, _ := s.Claim(ctx, id); r != idempotency.Claimed {
+					b.Fatalf("Claim(%q) = %v", id, r)
 				}
 				_ = s.Confirm(ctx, id)
 			}
@@ -179,7 +179,7 @@ func BenchmarkMemoryClaimConfirmParallel(b *testing.B) {
 		for pb.Next() {
 			id := ids[i%len(ids)]
 			i++
-			if ok, _ := s.Claim(ctx, id); ok {
+			if r, _ := s.Claim(ctx, id); r == idempotency.Claimed {
 				_ = s.Confirm(ctx, id)
 			}
 		}

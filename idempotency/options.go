@@ -34,11 +34,27 @@ type postgresConfig struct {
 	retention time.Duration
 }
 
-// WithLease sets how long an unsettled claim blocks its id; [DefaultLease]
-// unless given. The lease is what lets a message be handled after the
-// process that claimed it died mid-handler: keep it longer than the slowest
-// handler and, since a Release that fails leaves the claim in place until
-// the lease ends, not much longer than that.
+// WithLease sets how long a claim that is neither confirmed nor released
+// holds its id; [DefaultLease] unless given. While it holds, every other
+// claim of the id is [InProgress]. The lease is the only way a store learns
+// that a claimer died: nothing else frees an id whose consumer was killed
+// mid-handler. Choosing it is a trade between two failures:
+//
+//   - Too short: a handler still running when its lease ends no longer
+//     holds the id, and a redelivery of its message (its connection
+//     dropped, or the publisher sent it twice) runs the work a second time,
+//     at once. Keep the lease above the slowest handler; middleware.Timeout
+//     in front of a handler that heeds its context makes that a bound
+//     rather than a hope.
+//   - Too long: a message whose claimer crashed is [InProgress] until the
+//     lease ends. middleware.Idempotent retries it meanwhile, so it is
+//     never lost, but a retry ladder that ends sooner dead-letters it
+//     (replayable, with [ErrInProgress] in its reason). A failed Release
+//     holds the id the same way.
+//
+// So: the slowest handler's time with a margin, and a retry policy whose
+// ladder spans more than the lease where crashed consumers must not cost
+// dead letters.
 func WithLease(d time.Duration) Option { return leaseOption(d) }
 
 // WithClock replaces the store's clock, so tests can move time without

@@ -17,11 +17,12 @@ import (
 //
 // Used as a [Store] (behind the Idempotent middleware) it claims with a
 // lease in one statement and confirms in another, after the handler's work
-// has committed elsewhere: a crash between the two hands the message to the
-// next consumer once the lease ends, so the work can run twice. Use
-// [Postgres.ClaimTx] inside the handler's own transaction to close that gap.
-// The two forms share a table but not an id: a message claimed by the
-// middleware is refused by ClaimTx, so pick one per queue.
+// has committed elsewhere: a crash between the two leaves the id
+// [InProgress] until the lease ends, then hands it to the next consumer,
+// so the work can run twice. Use [Postgres.ClaimTx] inside the handler's
+// own transaction to close that gap. The two forms share a table but not
+// an id: a message claimed by the middleware is InProgress to ClaimTx
+// until its lease ends, so pick one form per queue.
 //
 // The table's id column holds each id's [Key]: the id itself for the
 // usual ones, a SHA-256 for ids that PostgreSQL could not index or store
@@ -70,38 +71,100 @@ func NewPostgres(pool *pgxpool.Pool, opts ...PostgresOption) (*Postgres, error) 
 // call with no arguments.
 func (s *Postgres) CreateTableSQL() string { return s.q.create }
 
-// Claim implements [Store]: one INSERT ... ON CONFLICT DO UPDATE that takes
-// a new id, or an id whose lease ended or whose retention passed, and
-// refuses any other. PostgreSQL's row lock makes exactly one of several
-// concurrent claimers win.
-func (s *Postgres) Claim(ctx context.Context, id string) (bool, error) {
+// Claim implements [Store]. One INSERT ... ON CONFLICT DO UPDATE takes a
+// new id, or one whose lease ended or whose retention passed, and refuses
+// any other; PostgreSQL's row lock makes exactly one of several concurrent
+// claimers win. A refused claim then reads the row, in a second statement,
+// to tell [Done] from [InProgress]. Not in the same statement: a read there
+// (a CTE) sees the statement's snapshot, which misses a row that a
+// concurrent claimer committed while this one waited on it, and that is
+// exactly the row that refused it. Should the row change between the two
+// statements (released, or its lease ending), the claim is tried again; an
+// id that changes hands under every try is InProgress, never Done. A claim
+// that wins costs one round trip, a refused one two.
+func (s *Postgres) Claim(ctx context.Context, id string) (ClaimResult, error) {
 	key, err := Key(id)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	ok, err := claimed(s.pool.QueryRow(ctx, s.q.claim, key, s.clock(), s.retention, s.lease))
+	r, err := s.claim(ctx, s.pool, s.q.claim, key, true)
 	if err != nil {
-		return false, fmt.Errorf("acemq: idempotency claim of %s: %w", quoteID(id), err)
+		return 0, fmt.Errorf("acemq: idempotency claim of %s: %w", quoteID(id), err)
 	}
-	return ok, nil
+	return r, nil
 }
 
 // ClaimTx claims id inside tx, already confirmed, so that the claim commits
 // or rolls back with the handler's own work: the only arrangement where
-// handled-once holds across crashes rather than nearly. False means the
-// message was handled (the handler should accept it without doing the
-// work); a concurrent transaction claiming the same id makes ClaimTx wait
-// for it to end. Do not also Confirm or Release the id.
-func (s *Postgres) ClaimTx(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
+// handled-once holds across crashes rather than nearly.
+//
+//   - [Claimed]: do the work and commit.
+//   - [Done]: the work was committed before: accept the message without
+//     doing it.
+//   - [InProgress]: a claim of the middleware's form ([Postgres.Claim])
+//     holds the id with a lease, which means the two forms were mixed on
+//     one queue. Retry the message; accepting it would lose it if that
+//     claim's consumer died.
+//
+// A concurrent transaction claiming the same id makes ClaimTx wait for it
+// to end, then follow its fate: Done if it committed, Claimed if it rolled
+// back. So two ClaimTx never see each other in progress. Do not also
+// Confirm or Release the id.
+func (s *Postgres) ClaimTx(ctx context.Context, tx pgx.Tx, id string) (ClaimResult, error) {
 	key, err := Key(id)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	ok, err := claimed(tx.QueryRow(ctx, s.q.claimTx, key, s.clock(), s.retention))
+	r, err := s.claim(ctx, tx, s.q.claimTx, key, false)
 	if err != nil {
-		return false, fmt.Errorf("acemq: idempotency claim of %s in a transaction: %w", quoteID(id), err)
+		return 0, fmt.Errorf("acemq: idempotency claim of %s in a transaction: %w", quoteID(id), err)
 	}
-	return ok, nil
+	return r, nil
+}
+
+// claimRounds bounds how often claim tries again when the row that refused
+// it changed before it could be read.
+const claimRounds = 3
+
+// querier is what claim runs on: the pool, or the handler's transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// claim runs the claim statement sql on q and, when it is refused, reads
+// the row that refused it. The claim statements take $1 id, $2 clock, $3
+// retention and, with a lease, $4 lease.
+func (s *Postgres) claim(ctx context.Context, q querier, sql, key string, withLease bool) (ClaimResult, error) {
+	for range claimRounds {
+		now := s.clock()
+		args := []any{key, now, s.retention, s.lease}
+		if !withLease {
+			args = args[:3]
+		}
+		won, err := claimed(q.QueryRow(ctx, sql, args...))
+		if err != nil {
+			return 0, err
+		}
+		if won {
+			return Claimed, nil
+		}
+		var confirmed, holds bool
+		err = q.QueryRow(ctx, s.q.state, key, now, s.retention).Scan(&confirmed, &holds)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue // released since: claim again
+		case err != nil:
+			return 0, err
+		case !holds:
+			continue // its lease or retention ended since: claim again
+		case confirmed:
+			return Done, nil
+		}
+		return InProgress, nil
+	}
+	// Claimed and released by others between every two statements: the id
+	// is being worked on, and not done.
+	return InProgress, nil
 }
 
 // Confirm implements [Store]. It records id as handled even if its claim

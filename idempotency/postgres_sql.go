@@ -29,7 +29,7 @@ var (
 // parameter that is NULL unless [WithClock] was given, when the database's
 // now() is used.
 type queries struct {
-	create, claim, claimTx, confirm, release, cleanup string
+	create, claim, claimTx, state, confirm, release, cleanup string
 }
 
 func newQueries(name string) (queries, error) {
@@ -72,6 +72,13 @@ ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = e
 		claimTx: `INSERT INTO ` + t + ` AS c (id, claimed_at, confirmed_at)
 VALUES ($1, ` + clock(2) + `, ` + clock(2) + `)
 ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = NULL, confirmed_at = excluded.confirmed_at` + claimable,
+		// $1 id, $2 clock, $3 retention: the row that refused a claim, as
+		// (confirmed, holds). holds is the negation of claimable above (the
+		// CHECK makes exactly one of lease_until and confirmed_at set); a
+		// row that no longer holds, or is gone, changed after the claim.
+		state: `SELECT confirmed_at IS NOT NULL,
+	coalesce(lease_until > ` + clock(2) + `, confirmed_at > ` + clock(2) + ` - $3::bigint * interval '1 microsecond')
+FROM ` + t + ` WHERE id = $1`,
 		confirm: `INSERT INTO ` + t + ` (id, claimed_at, confirmed_at)
 VALUES ($1, ` + clock(2) + `, ` + clock(2) + `)
 ON CONFLICT (id) DO UPDATE SET lease_until = NULL, confirmed_at = excluded.confirmed_at`,

@@ -107,24 +107,27 @@ func TestPostgresDatabaseClock(t *testing.T) {
 	const lease = 500 * time.Millisecond
 	s, _ := newPostgres(t, pool, idempotency.WithLease(lease))
 	before := time.Now()
-	if ok, err := s.Claim(ctx, "a"); !ok || err != nil {
-		t.Fatalf("first Claim = %v, %v", ok, err)
+	if r, err := s.Claim(ctx, "a"); r != idempotency.Claimed || err != nil {
+		t.Fatalf("first Claim = %v, %v", r, err)
 	}
-	ok, err := s.Claim(ctx, "a")
+	r, err := s.Claim(ctx, "a")
 	// Both claims ran within the time taken, by the database's clock, so
 	// the second is inside the lease unless a busy machine stalled them.
-	if took := time.Since(before); took < lease && (ok || err != nil) {
-		t.Fatalf("second Claim %v after the first = %v, %v; want refused", took, ok, err)
+	if took := time.Since(before); took < lease && (r != idempotency.InProgress || err != nil) {
+		t.Fatalf("second Claim %v after the first = %v, %v; want in progress", took, r, err)
 	}
 	// The database's own clock ends the lease; poll rather than guess.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ok, err := s.Claim(ctx, "a")
+		r, err := s.Claim(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
+		if r == idempotency.Claimed {
 			break
+		}
+		if r != idempotency.InProgress {
+			t.Fatalf("Claim of an unconfirmed id = %v", r)
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the lease never ended")
@@ -135,8 +138,8 @@ func TestPostgresDatabaseClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(lease + 50*time.Millisecond) // longer than the lease, far shorter than retention
-	if ok, err := s.Claim(ctx, "a"); ok || err != nil {
-		t.Fatalf("Claim after Confirm = %v, %v; want refused", ok, err)
+	if r, err := s.Claim(ctx, "a"); r != idempotency.Done || err != nil {
+		t.Fatalf("Claim after Confirm = %v, %v; want done", r, err)
 	}
 }
 
@@ -153,25 +156,28 @@ func TestPostgresConcurrentClaimsAcrossPools(t *testing.T) {
 	stores := []*idempotency.Postgres{first, second}
 	for round := range 10 {
 		id := fmt.Sprint("race-", round)
-		var wins atomic.Int32
+		var wins, inProgress atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for g := range racers {
 			wg.Go(func() {
 				<-start
-				ok, err := stores[g%2].Claim(context.Background(), id)
+				r, err := stores[g%2].Claim(context.Background(), id)
 				if err != nil {
 					t.Error(err)
 				}
-				if ok {
+				switch r {
+				case idempotency.Claimed:
 					wins.Add(1)
+				case idempotency.InProgress:
+					inProgress.Add(1)
 				}
 			})
 		}
 		close(start)
 		wg.Wait()
-		if n := wins.Load(); n != 1 {
-			t.Fatalf("%s: %d of %d claims across two pools won, want exactly 1", id, n, racers)
+		if w, p := wins.Load(), inProgress.Load(); w != 1 || p != racers-1 {
+			t.Fatalf("%s: of %d claims across two pools %d won and %d were in progress, want 1 and the rest", id, racers, w, p)
 		}
 	}
 }
@@ -244,8 +250,8 @@ func TestPostgresSchemaQualifiedTable(t *testing.T) {
 	if _, err := pool.Exec(ctx, s.CreateTableSQL()); err != nil {
 		t.Fatalf("CreateTableSQL is not repeatable: %v", err)
 	}
-	if ok, err := s.Claim(ctx, "a"); !ok || err != nil {
-		t.Fatalf("Claim = %v, %v", ok, err)
+	if r, err := s.Claim(ctx, "a"); r != idempotency.Claimed || err != nil {
+		t.Fatalf("Claim = %v, %v", r, err)
 	}
 }
 
@@ -258,8 +264,8 @@ func TestPostgresOddIDsAreData(t *testing.T) {
 	s, table := newPostgres(t, pool)
 	want := map[string]bool{}
 	for _, tt := range oddIDs() {
-		if ok, err := s.Claim(ctx, tt.id); !ok || err != nil {
-			t.Fatalf("%s: Claim = %v, %v", tt.name, ok, err)
+		if r, err := s.Claim(ctx, tt.id); r != idempotency.Claimed || err != nil {
+			t.Fatalf("%s: Claim = %v, %v", tt.name, r, err)
 		}
 		key, _ := idempotency.Key(tt.id)
 		want[key] = true
@@ -297,12 +303,12 @@ func TestPostgresClaimTxSharesKeys(t *testing.T) {
 	pool := postgresPool(t, 0)
 	s, _ := newPostgres(t, pool)
 	for _, tt := range oddIDs() {
-		if ok, err := s.Claim(ctx, tt.id); !ok || err != nil {
-			t.Fatalf("%s: Claim = %v, %v", tt.name, ok, err)
+		if r, err := s.Claim(ctx, tt.id); r != idempotency.Claimed || err != nil {
+			t.Fatalf("%s: Claim = %v, %v", tt.name, r, err)
 		}
-		tx, ok := claimTx(t, pool, s, tt.id)
-		if ok {
-			t.Errorf("%s: ClaimTx won an id Claim holds", tt.name)
+		tx, r := claimTx(t, pool, s, tt.id)
+		if r != idempotency.InProgress {
+			t.Errorf("%s: ClaimTx of an id Claim holds = %v, want in progress", tt.name, r)
 		}
 		_ = tx.Rollback(ctx) // give its connection back to the pool
 	}
@@ -311,8 +317,8 @@ func TestPostgresClaimTxSharesKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if ok, err := s.ClaimTx(ctx, tx, ""); ok || !errors.Is(err, idempotency.ErrEmptyID) {
-		t.Errorf("ClaimTx(\"\") = %v, %v; want ErrEmptyID", ok, err)
+	if r, err := s.ClaimTx(ctx, tx, ""); r != 0 || !errors.Is(err, idempotency.ErrEmptyID) {
+		t.Errorf("ClaimTx(\"\") = %v, %v; want the zero result, ErrEmptyID", r, err)
 	}
 }
 
@@ -333,9 +339,9 @@ func TestPostgresDatabaseDown(t *testing.T) {
 	defer cancel()
 	calls := map[string]func() error{
 		"claim": func() error {
-			ok, err := s.Claim(ctx, "order-1")
-			if ok {
-				t.Error("Claim won with the database down")
+			r, err := s.Claim(ctx, "order-1")
+			if r != 0 {
+				t.Errorf("Claim = %v with the database down, want the zero result", r)
 			}
 			return err
 		},
@@ -378,8 +384,8 @@ func BenchmarkPostgresClaimConfirm(b *testing.B) {
 		for b.Loop() {
 			id := prefix + ids[i%len(ids)]
 			i++
-			if ok, err := s.Claim(ctx, id); err != nil || !ok {
-				b.Fatalf("Claim = %v, %v", ok, err)
+			if r, err := s.Claim(ctx, id); err != nil || r != idempotency.Claimed {
+				b.Fatalf("Claim = %v, %v", r, err)
 			}
 			if err := s.Confirm(ctx, id); err != nil {
 				b.Fatal(err)
@@ -395,8 +401,8 @@ func BenchmarkPostgresClaimConfirm(b *testing.B) {
 			for pb.Next() {
 				id := prefix + ids[i%len(ids)]
 				i++
-				if ok, err := s.Claim(ctx, id); err != nil || !ok {
-					b.Errorf("Claim = %v, %v", ok, err)
+				if r, err := s.Claim(ctx, id); err != nil || r != idempotency.Claimed {
+					b.Errorf("Claim = %v, %v", r, err)
 					return
 				}
 				if err := s.Confirm(ctx, id); err != nil {

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"github.com/acemq/acemq/idempotency"
 )
 
-func claimTx(t *testing.T, pool *pgxpool.Pool, s *idempotency.Postgres, id string) (pgx.Tx, bool) {
+func claimTx(t *testing.T, pool *pgxpool.Pool, s *idempotency.Postgres, id string) (pgx.Tx, idempotency.ClaimResult) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
@@ -23,22 +24,22 @@ func claimTx(t *testing.T, pool *pgxpool.Pool, s *idempotency.Postgres, id strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	ok, err := s.ClaimTx(ctx, tx, id)
+	r, err := s.ClaimTx(ctx, tx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tx, ok
+	return tx, r
 }
 
 func TestPostgresClaimTx(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name    string
-		commit  bool
-		wantWon bool // whether a later claim wins
+		name   string
+		commit bool
+		later  idempotency.ClaimResult // what a later claim finds
 	}{
-		{"committed claim refuses later claims", true, false},
-		{"rolled back claim is forgotten", false, true},
+		{"a committed claim is done", true, idempotency.Done},
+		{"a rolled back claim is forgotten", false, idempotency.Claimed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,9 +47,9 @@ func TestPostgresClaimTx(t *testing.T) {
 			ctx := context.Background()
 			pool := postgresPool(t, 0)
 			s, _ := newPostgres(t, pool)
-			tx, ok := claimTx(t, pool, s, "a")
-			if !ok {
-				t.Fatal("ClaimTx of a new id refused")
+			tx, r := claimTx(t, pool, s, "a")
+			if r != idempotency.Claimed {
+				t.Fatalf("ClaimTx of a new id = %v", r)
 			}
 			end := tx.Rollback
 			if tt.commit {
@@ -57,20 +58,20 @@ func TestPostgresClaimTx(t *testing.T) {
 			if err := end(ctx); err != nil {
 				t.Fatal(err)
 			}
-			later, ok := claimTx(t, pool, s, "a")
-			if ok != tt.wantWon {
-				t.Errorf("later ClaimTx = %v, want %v", ok, tt.wantWon)
+			later, r := claimTx(t, pool, s, "a")
+			if r != tt.later {
+				t.Errorf("later ClaimTx = %v, want %v", r, tt.later)
 			}
 			_ = later.Rollback(ctx) // else the Claim below waits for it
-			if ok, err := s.Claim(ctx, "a"); ok != tt.wantWon || err != nil {
-				t.Errorf("later Claim = %v, %v; want %v", ok, err, tt.wantWon)
+			if r, err := s.Claim(ctx, "a"); r != tt.later || err != nil {
+				t.Errorf("later Claim = %v, %v; want %v", r, err, tt.later)
 			}
 		})
 	}
 }
 
 // A second transaction claiming the same id waits for the first, then
-// follows its fate: refused if it committed, winning if it rolled back.
+// follows its fate: done if it committed, claimed if it rolled back.
 func TestPostgresClaimTxWaitsForTheOther(t *testing.T) {
 	t.Parallel()
 	for _, commit := range []bool{true, false} {
@@ -80,9 +81,9 @@ func TestPostgresClaimTxWaitsForTheOther(t *testing.T) {
 			ctx := context.Background()
 			pool := postgresPool(t, 4)
 			s, _ := newPostgres(t, pool)
-			first, ok := claimTx(t, pool, s, "a")
-			if !ok {
-				t.Fatal("first ClaimTx refused")
+			first, r := claimTx(t, pool, s, "a")
+			if r != idempotency.Claimed {
+				t.Fatalf("first ClaimTx = %v", r)
 			}
 			second, err := pool.Begin(ctx)
 			if err != nil {
@@ -94,13 +95,13 @@ func TestPostgresClaimTxWaitsForTheOther(t *testing.T) {
 				t.Fatal(err)
 			}
 			type result struct {
-				ok  bool
+				r   idempotency.ClaimResult
 				err error
 			}
 			done := make(chan result, 1)
 			go func() {
-				ok, err := s.ClaimTx(ctx, second, "a")
-				done <- result{ok, err}
+				r, err := s.ClaimTx(ctx, second, "a")
+				done <- result{r, err}
 			}()
 			waitForLock(t, pool, pid)
 			end := first.Rollback
@@ -110,12 +111,13 @@ func TestPostgresClaimTxWaitsForTheOther(t *testing.T) {
 			if err := end(ctx); err != nil {
 				t.Fatal(err)
 			}
-			r := <-done
-			if r.err != nil {
-				t.Fatal(r.err)
+			got := <-done
+			if got.err != nil {
+				t.Fatal(got.err)
 			}
-			if r.ok == commit {
-				t.Errorf("second ClaimTx = %v after the first ended with commit=%v", r.ok, commit)
+			want := map[bool]idempotency.ClaimResult{true: idempotency.Done, false: idempotency.Claimed}[commit]
+			if got.r != want {
+				t.Errorf("second ClaimTx = %v after the first ended with commit=%v, want %v", got.r, commit, want)
 			}
 		})
 	}
@@ -140,16 +142,44 @@ func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) {
 	t.Fatal("the second transaction never waited for the first")
 }
 
-func TestPostgresClaimTxRefusesAnUnsettledClaim(t *testing.T) {
+// ClaimTx meets the middleware's form of claim (which it should not, on
+// one queue) as the other claimers do: a lease is in progress until it
+// ends, a confirm is done.
+func TestPostgresClaimTxAndLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := postgresPool(t, 0)
-	s, _ := newPostgres(t, pool)
-	if ok, err := s.Claim(ctx, "a"); !ok || err != nil {
-		t.Fatalf("Claim = %v, %v", ok, err)
+	clock := newFakeClock()
+	s, _ := newPostgres(t, pool, idempotency.WithLease(time.Minute), idempotency.WithClock(clock.Now))
+	claim := func(id string) {
+		t.Helper()
+		if r, err := s.Claim(ctx, id); r != idempotency.Claimed || err != nil {
+			t.Fatalf("Claim(%s) = %v, %v", id, r, err)
+		}
 	}
-	if _, ok := claimTx(t, pool, s, "a"); ok {
-		t.Error("ClaimTx won an id another consumer holds a lease on")
+	claim("expired")
+	claim("confirmed")
+	if err := s.Confirm(ctx, "confirmed"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute) // the end of the lease of "expired"
+	claim("held")
+	for _, tt := range []struct {
+		id   string
+		want idempotency.ClaimResult
+	}{
+		{"held", idempotency.InProgress},
+		{"confirmed", idempotency.Done},
+		{"expired", idempotency.Claimed},
+		{"new", idempotency.Claimed},
+	} {
+		tx, r := claimTx(t, pool, s, tt.id)
+		if r != tt.want {
+			t.Errorf("ClaimTx(%s) = %v, want %v", tt.id, r, tt.want)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -174,12 +204,13 @@ func TestPostgresClaimTxHandler(t *testing.T) {
 			return ack.Retry(err)
 		}
 		defer tx.Rollback(ctx)
-		first, err := s.ClaimTx(ctx, tx, m.ID())
-		if err != nil {
+		switch r, err := s.ClaimTx(ctx, tx, m.ID()); {
+		case err != nil:
 			return ack.Retry(err)
-		}
-		if !first {
+		case r == idempotency.Done:
 			return ack.Accept()
+		case r != idempotency.Claimed:
+			return ack.Retry(fmt.Errorf("%w: %s", idempotency.ErrInProgress, m.ID()))
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO "+orders+" VALUES ($1, $2)", m.ID(), m.Body()); err != nil {
 			return ack.Retry(err)

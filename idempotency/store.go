@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -10,35 +12,88 @@ import (
 // dead letters and replays.
 //
 // The three calls are one sequence for one delivery: Claim before the
-// handler, then exactly one of Confirm (the handler accepted the message) or
-// Release (anything else). Implementations are safe for concurrent use.
+// handler, then, if it answered [Claimed], exactly one of Confirm (the
+// handler accepted the message) or Release (anything else).
+// Implementations are safe for concurrent use.
 //
 // Any id but the empty one works, whatever its length or bytes: the stores
 // of this package file it under its [Key]. An empty id is [ErrEmptyID].
 type Store interface {
-	// Claim marks id as being handled and reports whether this caller won
-	// it. False means the id is already handled, or being handled by someone
-	// whose lease has not ended: the caller must not do the work. Of several
-	// concurrent claims of one id, exactly one returns true.
-	Claim(ctx context.Context, id string) (bool, error)
+	// Claim takes id for the caller if no one holds it, and says what it
+	// found: [Claimed] (do the work), [Done] (the work was done: do not do
+	// it again) or [InProgress] (someone holds an unsettled claim whose
+	// lease has not ended: the work is not done, so do not count the
+	// message as handled; try again later). Of several concurrent claims
+	// of one id, exactly one is Claimed, and none is Done unless the id
+	// was confirmed. A Claim that fails returns the zero ClaimResult,
+	// which is none of the three, with the error.
+	Claim(ctx context.Context, id string) (ClaimResult, error)
 	// Confirm turns the claim on id into a record that the work is done, kept
-	// for the store's retention window, so a later redelivery is refused at
+	// for the store's retention window, so a later redelivery is Done at
 	// Claim. Confirm records id even when the claim was lost (its lease ended
 	// and it was cleaned up): the work was done either way.
 	Confirm(ctx context.Context, id string) error
 	// Release forgets an unconfirmed claim on id, so that the retry of a
-	// failed attempt is not mistaken for a duplicate. Releasing an id that
-	// was confirmed, or never claimed, does nothing.
+	// failed attempt is not mistaken for one in progress. Releasing an id
+	// that was confirmed, or never claimed, does nothing.
 	Release(ctx context.Context, id string) error
 }
 
+// ClaimResult is what [Store.Claim] found. The two refusals are kept apart
+// because they call for opposite answers: a message whose work is done is
+// accepted, while one whose work is in progress elsewhere must not be,
+// since that work may yet fail, or may never end because its consumer died
+// mid-handler. Taking both for "done" loses the second kind of message.
+type ClaimResult uint8
+
+// The results of a claim. The zero value is none of them: it is what a
+// failed Claim returns beside its error.
+const (
+	// Claimed: the id was free (never claimed, released, its lease ended,
+	// or its retention passed) and is now the caller's, for the lease. Do
+	// the work, then Confirm or Release the id.
+	Claimed ClaimResult = iota + 1
+	// Done: the id was confirmed within the retention. The work is done:
+	// accept the message without doing it again.
+	Done
+	// InProgress: the id is claimed, neither confirmed nor released, and
+	// its lease has not ended. Its work may be running in another consumer,
+	// or may have died with one; either way it is not done. Do not accept
+	// the message and do not do the work now: retry it later, when the
+	// other claim has been confirmed (Done), released or has run out its
+	// lease (Claimed). middleware.Idempotent retries it with [ErrInProgress].
+	InProgress
+)
+
+var claimResultNames = [...]string{Claimed: "claimed", Done: "done", InProgress: "in progress"}
+
+// String returns "claimed", "done" or "in progress".
+func (r ClaimResult) String() string {
+	if r != 0 && int(r) < len(claimResultNames) {
+		return claimResultNames[r]
+	}
+	return fmt.Sprintf("ClaimResult(%d)", uint8(r))
+}
+
+// ErrInProgress is the error of a message that was not handled because its
+// id is [InProgress]. middleware.Idempotent retries the message with it,
+// wrapped with the id, so the retry ladder brings it back after the other
+// claim may have been confirmed or run out its lease. A message that finds
+// its id in progress on every attempt is dead-lettered with a reason that
+// reads "exhausted N attempts: acemq: idempotency: message in progress
+// elsewhere: ...": it is not lost, and it can be replayed once the claim is
+// gone.
+var ErrInProgress = errors.New("acemq: idempotency: message in progress elsewhere")
+
 // Defaults shared by the stores.
 const (
-	// DefaultLease is how long a claim that is neither confirmed nor released
-	// blocks other claims of its id. It should outlast the slowest handler:
-	// a lease that ends while the handler still runs lets a redelivery run
-	// the work a second time.
-	DefaultLease = 5 * time.Minute
+	// DefaultLease is how long a claim that is neither confirmed nor
+	// released holds its id: see [WithLease] for the trade-off. A minute
+	// outlasts the handlers a message queue is meant for (the server's own
+	// shutdown wait is 20 s) and lets a message held by a claim whose
+	// consumer crashed through on any retry ladder that spans more than a
+	// minute.
+	DefaultLease = time.Minute
 	// DefaultMaxEntries bounds a [Memory] store.
 	DefaultMaxEntries = 100_000
 	// DefaultRetention is how long a [Postgres] store remembers a confirmed

@@ -17,8 +17,14 @@ import (
 )
 
 // MetricDuplicates counts the messages [Idempotent] accepted without calling
-// the handler, by queue.
+// the handler because their id was Done, by queue.
 const MetricDuplicates = "acemq.idempotency.duplicates"
+
+// MetricInProgress counts the messages [Idempotent] retried without calling
+// the handler because their id was InProgress, by queue. A steady rate is
+// duplicates delivered while the first copy runs; a burst after a consumer
+// crashed is the messages it held, waiting out their leases.
+const MetricInProgress = "acemq.idempotency.in_progress"
 
 // settleTimeout bounds a Confirm or Release. They run on a context that the
 // handler's cancellation does not reach: a handler cut off by shutdown still
@@ -64,26 +70,49 @@ func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) Idempoten
 // describes: Claim the id before the handler, Confirm it when the handler
 // accepts, Release it on any other outcome (retry, dead letter, park,
 // requeue) and when the handler panics, before the panic goes on.
-// Releasing is what lets a retry run: without it the first failure would
-// be the last attempt.
+// Releasing is what lets a retry run at once rather than after the lease.
 //
-// A refused claim means the message was handled, or is being handled by
-// another consumer right now. It is accepted without calling the handler,
-// and not silently: it adds one to [MetricDuplicates], calls the hook of
-// [WithDuplicateHook] and logs the id at debug level.
+// What the claim finds decides the rest:
+//
+//   - Claimed: the handler runs, and its answer is returned.
+//   - Done: the message was handled. It is accepted without calling the
+//     handler, and not silently: it adds one to [MetricDuplicates], calls
+//     the hook of [WithDuplicateHook] and logs the id at debug level.
+//   - InProgress: another claim on the id is unsettled and its lease has
+//     not ended. The work is not done, and the consumer holding the claim
+//     may have died mid-handler, so accepting would lose the message. It is
+//     retried under the server's policy, with the handler not called, an
+//     error wrapping idempotency.ErrInProgress and the id, one added to
+//     [MetricInProgress] and a debug log line. The ladder brings it back
+//     once the other claim may have been confirmed (then it is a
+//     duplicate), released or run out its lease (then it is handled). A
+//     ladder that ends first dead-letters it with "exhausted N attempts:
+//     acemq: idempotency: message in progress elsewhere: ...": not lost,
+//     and replayable; on a queue with no retry policy that happens at
+//     once. So give a queue behind Idempotent a ladder that spans more than
+//     the store's lease (idempotency.WithLease) where a crashed consumer
+//     must not cost dead letters.
+//
+// A redelivered message (Envelope().Redelivered) that finds its id
+// InProgress is retried like any other; it does not take the claim over.
+// The flag says the broker lost the consumer of an earlier delivery, not
+// that the consumer stopped: a process cut off from the broker by a network
+// fault, a broker restart or a forced close goes on running its handler,
+// and taking its claim would run the work twice at once, the one thing the
+// claim is there to stop. Only the end of the lease says the claimer is
+// gone.
 //
 // A store that fails to Claim (a database that is down, say) makes the
-// message a retry under the server's policy, with the handler not called
-// and the store's error as the reason: never an accept, which would lose
-// the message. A Confirm that fails is logged and the message still
+// message a retry in the same way, with the store's error as the reason:
+// never an accept. A Confirm that fails is logged and the message still
 // accepted: the work is done, and undoing an ack is not possible; the cost
-// is that a redelivery of it would run the handler again. A Release that
-// fails is logged, and leaves the claim standing until its lease ends; a
-// retry that comes sooner is taken for a duplicate and accepted, so keep
-// the lease near the slowest handler's time.
+// is that a redelivery of it, once the lease ends, runs the handler again.
+// A Release that fails is logged, and leaves the claim standing until its
+// lease ends; a retry that comes sooner finds it InProgress and is retried
+// again.
 //
-// Any id works (see idempotency.Key); a log line shows at most the first
-// 128 bytes of one.
+// Any id works (see idempotency.Key); a log line or an error shows at most
+// the first 128 bytes of one.
 //
 // Put Idempotent after Decode and MaxAge, which settle a message without
 // running the work, and before Recover, so a panic reaches it as a retry.
@@ -106,11 +135,15 @@ func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middlew
 	}
 	// Creation fails only on an invalid name, and ours is a constant; a
 	// failed instrument is a no-op one.
-	duplicates, _ := cfg.mp.Meter("github.com/acemq/acemq/middleware").Int64Counter(MetricDuplicates,
+	meter := cfg.mp.Meter("github.com/acemq/acemq/middleware")
+	duplicates, _ := meter.Int64Counter(MetricDuplicates,
 		metric.WithUnit("{message}"),
-		metric.WithDescription("Messages accepted without calling the handler because their id was already claimed."))
-	idem := &idempotent{store: store, log: cfg.log, duplicates: duplicates, onDuplicate: cfg.onDuplicate,
-		attrs: make(map[string][]metric.AddOption)}
+		metric.WithDescription("Messages accepted without calling the handler because their id was already handled."))
+	inProgress, _ := meter.Int64Counter(MetricInProgress,
+		metric.WithUnit("{message}"),
+		metric.WithDescription("Messages retried without calling the handler because another claim on their id was in progress."))
+	idem := &idempotent{store: store, log: cfg.log, duplicates: duplicates, inProgress: inProgress,
+		onDuplicate: cfg.onDuplicate, attrs: make(map[string][]metric.AddOption)}
 	// A Memory store never blocks and never reads its context, so the
 	// detached, bounded context a settle needs is left out: it is most of
 	// what the middleware would otherwise cost per message.
@@ -126,6 +159,7 @@ type idempotent struct {
 	store       idempotency.Store
 	log         *zap.Logger
 	duplicates  metric.Int64Counter
+	inProgress  metric.Int64Counter
 	onDuplicate func(context.Context, *acemq.Message)
 	inMemory    bool // the store is an *idempotency.Memory
 
@@ -134,13 +168,22 @@ type idempotent struct {
 }
 
 func (i *idempotent) serve(ctx context.Context, m *acemq.Message, next acemq.Handler) ack.Ack {
-	won, err := i.store.Claim(ctx, m.ID())
-	if err != nil {
+	claim, err := i.store.Claim(ctx, m.ID())
+	switch {
+	case err != nil:
 		return ack.Retry(fmt.Errorf("acemq: idempotency claim failed, the handler did not run: %w", err))
-	}
-	if !won {
+	case claim == idempotency.Done:
 		i.duplicate(ctx, m)
 		return ack.Accept()
+	case claim == idempotency.InProgress:
+		i.claimedElsewhere(ctx, m)
+		return ack.Retry(fmt.Errorf("%w: id %s has an unsettled claim whose lease has not ended; the handler did not run",
+			idempotency.ErrInProgress, shortID(m.ID())))
+	case claim != idempotency.Claimed:
+		// A Store of someone else's making answered nothing we know: the
+		// safe reading of that is not "done".
+		return ack.Retry(fmt.Errorf("acemq: idempotency claim of %s answered %v, which is none of claimed, done or in progress; the handler did not run",
+			shortID(m.ID()), claim))
 	}
 	settled := false
 	defer func() {
@@ -165,6 +208,14 @@ func (i *idempotent) duplicate(ctx context.Context, m *acemq.Message) {
 	}
 	if ce := i.log.Check(zap.DebugLevel, "acemq: duplicate accepted without calling the handler"); ce != nil {
 		ce.Write(zap.String("queue", m.Queue()), idField(m), zap.Int("attempt", m.Attempt()))
+	}
+}
+
+func (i *idempotent) claimedElsewhere(ctx context.Context, m *acemq.Message) {
+	i.inProgress.Add(ctx, 1, i.queueAttrs(m.Queue())...)
+	if ce := i.log.Check(zap.DebugLevel, "acemq: id in progress elsewhere; retried without calling the handler"); ce != nil {
+		ce.Write(zap.String("queue", m.Queue()), idField(m), zap.Int("attempt", m.Attempt()),
+			zap.Bool("redelivered", m.Envelope().Redelivered))
 	}
 }
 
@@ -223,4 +274,14 @@ func idField(m *acemq.Message) zap.Field {
 		id = fmt.Sprintf("%s... (%d bytes)", id[:maxLoggedID], len(id))
 	}
 	return zap.String("id", id)
+}
+
+// shortID is id for an error: quoted, so odd bytes show escaped, and cut
+// short past maxLoggedID bytes, since the error becomes a dead letter's
+// reason header.
+func shortID(id string) string {
+	if len(id) > maxLoggedID {
+		return fmt.Sprintf("%q... (%d bytes)", id[:maxLoggedID], len(id))
+	}
+	return fmt.Sprintf("%q", id)
 }

@@ -14,7 +14,7 @@ import (
 
 // BenchmarkIdempotent is the middleware's overhead on a memory store, next
 // to the bare handler: a first delivery (claim, handler, confirm), a
-// failing one (claim, handler, release) and a duplicate (claim refused).
+// failing one (claim, handler, release) and a duplicate (claim done).
 func BenchmarkIdempotent(b *testing.B) {
 	ok := acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack { return ack.Accept() })
 	failed := acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack { return ack.Requeue() })

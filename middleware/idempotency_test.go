@@ -43,15 +43,19 @@ func answering(calls *atomic.Int32, a ack.Ack) acemq.Handler {
 type flakyStore struct {
 	*idempotency.Memory
 	claimErr, confirmErr, releaseErr error
+	claimResult                      idempotency.ClaimResult // answered instead of the store's, when set
 	settledCtxErr                    error
 	confirms, releases               atomic.Int32
 }
 
 func newFlakyStore() *flakyStore { return &flakyStore{Memory: idempotency.NewMemory(time.Hour)} }
 
-func (s *flakyStore) Claim(ctx context.Context, id string) (bool, error) {
+func (s *flakyStore) Claim(ctx context.Context, id string) (idempotency.ClaimResult, error) {
 	if s.claimErr != nil {
-		return false, s.claimErr
+		return 0, s.claimErr
+	}
+	if s.claimResult != 0 {
+		return s.claimResult, nil
 	}
 	return s.Memory.Claim(ctx, id)
 }
@@ -183,6 +187,21 @@ func TestIdempotentStoreFailures(t *testing.T) {
 	}
 }
 
+// A release that failed leaves the claim until its lease ends: the retry
+// that comes sooner is in progress, retried again, never accepted unhandled.
+func TestIdempotentFailedReleaseIsNotADuplicate(t *testing.T) {
+	t.Parallel()
+	store := newFlakyStore()
+	store.releaseErr = errors.New("store down")
+	var calls atomic.Int32
+	h := middleware.Idempotent(store)(answering(&calls, ack.Retry(errors.New("x"))))
+	h.ServeMessage(context.Background(), withID("m-1"))
+	a := h.ServeMessage(context.Background(), withID("m-1"))
+	if a.Outcome() != ack.OutcomeRetry || !errors.Is(a.Err(), idempotency.ErrInProgress) || calls.Load() != 1 {
+		t.Errorf("the retry after a failed release: %v after %d calls, want a retry with ErrInProgress after 1", a, calls.Load())
+	}
+}
+
 // A handler cut off by shutdown still gets its claim settled.
 func TestIdempotentSettlesOnACancelledContext(t *testing.T) {
 	t.Parallel()
@@ -216,6 +235,129 @@ func TestIdempotentSettlesOnACancelledContext(t *testing.T) {
 	}
 }
 
+// An id claimed elsewhere and not settled is retried without calling the
+// handler, counted and logged, whatever the store; what follows depends on
+// what the other claim becomes.
+func TestIdempotentInProgress(t *testing.T) {
+	t.Parallel()
+	mib := strings.Repeat("0123456789abcdef", 1<<16)
+	tests := []struct {
+		name  string
+		id    string
+		then  func(ctx context.Context, s idempotency.Store, id string) error // the other consumer
+		calls int32                                                           // handler calls on the next delivery
+	}{
+		{"then confirmed: a duplicate", "m-1", func(ctx context.Context, s idempotency.Store, id string) error { return s.Confirm(ctx, id) }, 0},
+		{"then released: handled", "m-1", func(ctx context.Context, s idempotency.Store, id string) error { return s.Release(ctx, id) }, 1},
+		{"a long id, then released", mib, func(ctx context.Context, s idempotency.Store, id string) error { return s.Release(ctx, id) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			forEachStore(t, func(t *testing.T, store idempotency.Store) {
+				ctx := context.Background()
+				reader := sdkmetric.NewManualReader()
+				core, logs := observer.New(zapcore.DebugLevel)
+				var hooked, calls atomic.Int32
+				h := middleware.Idempotent(store,
+					middleware.WithIdempotencyMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+					middleware.WithIdempotencyLogger(zap.New(core)),
+					middleware.WithDuplicateHook(func(context.Context, *acemq.Message) { hooked.Add(1) }),
+				)(answering(&calls, ack.Accept()))
+				if r, err := store.Claim(ctx, tt.id); r != idempotency.Claimed || err != nil {
+					t.Fatalf("the other consumer's Claim = %v, %v", r, err)
+				}
+
+				a := h.ServeMessage(ctx, withID(tt.id))
+				if a.Outcome() != ack.OutcomeRetry || !errors.Is(a.Err(), idempotency.ErrInProgress) {
+					t.Fatalf("delivery of an id in progress elsewhere: %v, want a retry with ErrInProgress", a)
+				}
+				msg := a.Err().Error()
+				if !strings.Contains(msg, "in progress elsewhere") || !strings.Contains(msg, "the handler did not run") ||
+					!strings.Contains(msg, `"`+tt.id[:min(len(tt.id), 100)]) {
+					t.Errorf("retry reason %.300q does not say in progress, the id and that the handler did not run", msg)
+				}
+				if len(msg) > 500 {
+					t.Errorf("retry reason of %d bytes for an id of %d", len(msg), len(tt.id))
+				}
+				if calls.Load() != 0 || hooked.Load() != 0 {
+					t.Errorf("handler called %d times, duplicate hook %d times; want neither", calls.Load(), hooked.Load())
+				}
+				if n := counted(t, reader, middleware.MetricInProgress); n != 1 {
+					t.Errorf("%s = %d, want 1", middleware.MetricInProgress, n)
+				}
+				if n := counted(t, reader, middleware.MetricDuplicates); n != 0 {
+					t.Errorf("%s = %d, want 0", middleware.MetricDuplicates, n)
+				}
+				inProgressLogs := logs.FilterMessageSnippet("in progress").All()
+				if len(inProgressLogs) != 1 || inProgressLogs[0].Level != zapcore.DebugLevel ||
+					len(inProgressLogs[0].ContextMap()["id"].(string)) > 200 {
+					t.Errorf("in-progress log lines %v, want one at debug with the id, cut short", inProgressLogs)
+				}
+
+				if err := tt.then(ctx, store, tt.id); err != nil {
+					t.Fatal(err)
+				}
+				if a := h.ServeMessage(ctx, withID(tt.id)); a.Outcome() != ack.OutcomeAccept || calls.Load() != tt.calls {
+					t.Errorf("the next delivery: %v after %d handler calls, want accept after %d", a, calls.Load(), tt.calls)
+				}
+				if want := 1 - int64(tt.calls); counted(t, reader, middleware.MetricDuplicates) != want || int64(hooked.Load()) != want {
+					t.Errorf("%d duplicates counted, %d hooked; want %d", counted(t, reader, middleware.MetricDuplicates), hooked.Load(), want)
+				}
+			})
+		})
+	}
+}
+
+// A claim whose consumer died holds its id until the lease ends; then the
+// next delivery is handled.
+func TestIdempotentInProgressUntilTheLeaseEnds(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := idempotency.NewMemory(time.Hour, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
+	var calls atomic.Int32
+	h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
+	ctx := context.Background()
+	_, _ = store.Claim(ctx, "m-1") // and its consumer is killed
+	for _, step := range []struct {
+		wait  time.Duration
+		want  ack.Outcome
+		calls int32
+	}{
+		{0, ack.OutcomeRetry, 0},
+		{time.Minute - time.Nanosecond, ack.OutcomeRetry, 0},
+		{time.Nanosecond, ack.OutcomeAccept, 1}, // the lease ended
+		{time.Second, ack.OutcomeAccept, 1},     // a duplicate now
+	} {
+		mu.Lock()
+		now = now.Add(step.wait)
+		mu.Unlock()
+		if a := h.ServeMessage(ctx, withID("m-1")); a.Outcome() != step.want || calls.Load() != step.calls {
+			t.Fatalf("%v after the claim: %v after %d handler calls, want %v after %d",
+				now.Sub(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), a, calls.Load(), step.want, step.calls)
+		}
+	}
+}
+
+// A store answering something that is no ClaimResult is not taken for
+// "done": the message is retried, the handler not called, nothing settled.
+func TestIdempotentUnknownClaimResult(t *testing.T) {
+	t.Parallel()
+	store := newFlakyStore()
+	store.claimResult = 7
+	var calls atomic.Int32
+	a := middleware.Idempotent(store)(answering(&calls, ack.Accept())).ServeMessage(context.Background(), withID("m-1"))
+	if a.Outcome() != ack.OutcomeRetry || calls.Load() != 0 || store.confirms.Load()+store.releases.Load() != 0 {
+		t.Fatalf("%v after %d calls and %d settles, want a retry, no call, no settle",
+			a, calls.Load(), store.confirms.Load()+store.releases.Load())
+	}
+	if !strings.Contains(a.Err().Error(), "ClaimResult(7)") {
+		t.Errorf("retry reason %q does not show the store's answer", a.Err())
+	}
+}
+
 func TestIdempotentCountsDuplicates(t *testing.T) {
 	t.Parallel()
 	reader := sdkmetric.NewManualReader()
@@ -240,7 +382,7 @@ func TestIdempotentCountsDuplicates(t *testing.T) {
 	if fmt.Sprint(hooked) != "[a a]" {
 		t.Errorf("hook saw %v, want [a a]", hooked)
 	}
-	if n := duplicatesCounted(t, reader); n != 2 {
+	if n := counted(t, reader, middleware.MetricDuplicates); n != 2 {
 		t.Errorf("%s = %d, want 2", middleware.MetricDuplicates, n)
 	}
 	dupLogs := logs.FilterMessageSnippet("duplicate").All()
@@ -249,7 +391,9 @@ func TestIdempotentCountsDuplicates(t *testing.T) {
 	}
 }
 
-func duplicatesCounted(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+// counted is the sum of the counter name, whose every point must be of
+// queue "orders".
+func counted(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -257,7 +401,7 @@ func duplicatesCounted(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != middleware.MetricDuplicates {
+			if m.Name != name {
 				continue
 			}
 			var n int64
@@ -273,31 +417,66 @@ func duplicatesCounted(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 	return 0
 }
 
+// Of many concurrent deliveries of one message, one runs the handler; the
+// others find it in progress and are retried, never accepted unhandled.
+// Once it is confirmed, the next delivery is a duplicate.
 func TestIdempotentConcurrentDeliveriesRunOnce(t *testing.T) {
 	t.Parallel()
 	const deliveries = 100
 	forEachStore(t, func(t *testing.T, store idempotency.Store) {
 		var calls atomic.Int32
-		h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
+		// The handler holds its claim until every other delivery has
+		// answered, so that none of them can find the id done.
+		othersAnswered := make(chan struct{})
+		var answered atomic.Int32
+		h := middleware.Idempotent(store)(acemq.HandlerFunc(func(ctx context.Context, _ *acemq.Message) ack.Ack {
+			calls.Add(1)
+			*ctx.Value(ranKey{}).(*bool) = true
+			select {
+			case <-othersAnswered:
+			case <-time.After(10 * time.Second):
+				t.Error("the other deliveries did not answer while the handler ran")
+			}
+			return ack.Accept()
+		}))
+		var accepted, inProgress atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for range deliveries {
 			wg.Go(func() {
+				ran := new(bool)
+				ctx := context.WithValue(context.Background(), ranKey{}, ran)
 				<-start
-				if a := h.ServeMessage(context.Background(), withID("m-1")); a.Outcome() != ack.OutcomeAccept {
+				a := h.ServeMessage(ctx, withID("m-1"))
+				switch {
+				case a.Outcome() == ack.OutcomeAccept:
+					accepted.Add(1)
+				case a.Outcome() == ack.OutcomeRetry && errors.Is(a.Err(), idempotency.ErrInProgress):
+					inProgress.Add(1)
+				default:
 					t.Error(a)
+				}
+				if !*ran && answered.Add(1) == deliveries-1 {
+					close(othersAnswered)
 				}
 			})
 		}
 		close(start)
 		wg.Wait()
-		if n := calls.Load(); n != 1 {
-			t.Fatalf("handler ran %d times for %d concurrent deliveries of one message, want 1", n, deliveries)
+		if n, a, p := calls.Load(), accepted.Load(), inProgress.Load(); n != 1 || a != 1 || p != deliveries-1 {
+			t.Fatalf("%d concurrent deliveries of one message: handler ran %d times, %d accepted, %d in progress; want 1, 1 and the rest",
+				deliveries, n, a, p)
+		}
+		if a := h.ServeMessage(context.Background(), withID("m-1")); a.Outcome() != ack.OutcomeAccept || calls.Load() != 1 {
+			t.Errorf("the delivery after: %v after %d calls, want a duplicate", a, calls.Load())
 		}
 	})
 }
 
-// Ids a publisher may send: each is handled once, then refused as a
+// ranKey holds, in a delivery's context, whether the handler ran on it.
+type ranKey struct{}
+
+// Ids a publisher may send: each is handled once, then done, a
 // duplicate, with no panic and no error, on either store.
 func TestIdempotentOddIDs(t *testing.T) {
 	t.Parallel()
