@@ -122,29 +122,24 @@ func (c *consumer) start() {
 // drain abandons it. Workers read the subscription directly: no hand-off on
 // the hot path.
 func (c *consumer) work() {
-	deliveries := c.sub.Deliveries()
-	for {
-		select {
-		case d, ok := <-deliveries:
-			if !ok {
-				return
-			}
-			if c.stopping() {
-				c.giveBack(d)
-				continue
-			}
-			c.handle(d)
-		case <-c.e.abandon:
+	c.each(func(d transport.Delivery) {
+		if c.stopping() {
+			c.giveBack(d)
 			return
 		}
-	}
+		c.handle(d)
+	})
 }
 
 // giveBackUnstarted runs during the drain beside the workers, which may all
 // be busy: a delivery not yet started goes straight back to the broker. It
 // is the broker's to hand to another consumer, and holding it would make
 // the drain as long as the queue.
-func (c *consumer) giveBackUnstarted() {
+func (c *consumer) giveBackUnstarted() { c.each(c.giveBack) }
+
+// each calls f with every delivery until the subscription's channel closes
+// or the drain abandons it.
+func (c *consumer) each(f func(transport.Delivery)) {
 	deliveries := c.sub.Deliveries()
 	for {
 		select {
@@ -152,7 +147,7 @@ func (c *consumer) giveBackUnstarted() {
 			if !ok {
 				return
 			}
-			c.giveBack(d)
+			f(d)
 		case <-c.e.abandon:
 			return
 		}
