@@ -182,6 +182,9 @@ func TestHelperConsumer(t *testing.T) {
 		pool := postgresPool(t, os.Getenv(envPostgres))
 		var dups atomic.Int64
 		h = idempotentHandler(newStore(t, pool, os.Getenv(envStore)), effects{pool: pool, table: os.Getenv(envEffects)}, &dups)
+	case "idempotent-tx":
+		pool := postgresPool(t, os.Getenv(envPostgres))
+		h = transactionalHandler(newStore(t, pool, os.Getenv(envStore)), effects{pool: pool, table: os.Getenv(envEffects)})
 	case "relay":
 		runRelay(t, ctx)
 		return

@@ -190,3 +190,37 @@ func onlyOnce(t *testing.T, eff effects) {
 		}
 	}
 }
+
+// transactionalHandler does the work and claims the id in one transaction
+// (idempotency.Postgres.ClaimTx): the claim commits or rolls back with the
+// work, so a consumer killed at any point leaves either both or neither.
+// It is the arrangement where "handled once" holds even under SIGKILL.
+func transactionalHandler(store *idempotency.Postgres, eff effects) acemq.Handler {
+	return acemq.Decoded(codec.JSON, func(ctx context.Context, m *acemq.Message, j job) ack.Ack {
+		if a := script(m, j); a.Outcome() != ack.OutcomeAccept {
+			return a
+		}
+		tx, err := eff.pool.Begin(ctx)
+		if err != nil {
+			return ack.Retry(err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		res, err := store.ClaimTx(ctx, tx, m.ID())
+		switch {
+		case err != nil:
+			return ack.Retry(err)
+		case res == idempotency.Done:
+			return ack.Accept() // done and committed before
+		case res != idempotency.Claimed:
+			return ack.Retry(fmt.Errorf("claim %s: %v", m.ID(), res))
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+eff.table+" (id) VALUES ($1)", m.ID()); err != nil {
+			return ack.Retry(err)
+		}
+		time.Sleep(5 * time.Millisecond) // widen the window a kill can land in
+		if err := tx.Commit(ctx); err != nil {
+			return ack.Retry(err)
+		}
+		return ack.Accept()
+	})
+}
