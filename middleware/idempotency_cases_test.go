@@ -1,0 +1,406 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/middleware"
+)
+
+// An id claimed elsewhere and not settled is retried without calling the
+// handler, counted and logged, whatever the store; what follows depends on
+// what the other claim becomes.
+func TestIdempotentInProgress(t *testing.T) {
+	t.Parallel()
+	mib := strings.Repeat("0123456789abcdef", 1<<16)
+	tests := []struct {
+		name  string
+		id    string
+		then  func(ctx context.Context, s idempotency.Store, id string) error // the other consumer
+		calls int32                                                           // handler calls on the next delivery
+	}{
+		{"then confirmed: a duplicate", "m-1", func(ctx context.Context, s idempotency.Store, id string) error { return s.Confirm(ctx, id) }, 0},
+		{"then released: handled", "m-1", func(ctx context.Context, s idempotency.Store, id string) error { return s.Release(ctx, id) }, 1},
+		{"a long id, then released", mib, func(ctx context.Context, s idempotency.Store, id string) error { return s.Release(ctx, id) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			forEachStore(t, func(t *testing.T, store idempotency.Store) {
+				ctx := context.Background()
+				reader := sdkmetric.NewManualReader()
+				core, logs := observer.New(zapcore.DebugLevel)
+				var hooked, calls atomic.Int32
+				h := middleware.Idempotent(store,
+					middleware.WithIdempotencyMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+					middleware.WithIdempotencyLogger(zap.New(core)),
+					middleware.WithDuplicateHook(func(context.Context, *acemq.Message) { hooked.Add(1) }),
+				)(answering(&calls, ack.Accept()))
+				if r, err := store.Claim(ctx, tt.id); r != idempotency.Claimed || err != nil {
+					t.Fatalf("the other consumer's Claim = %v, %v", r, err)
+				}
+
+				a := h.ServeMessage(ctx, withID(tt.id))
+				if a.Outcome() != ack.OutcomeRetry || !errors.Is(a.Err(), idempotency.ErrInProgress) {
+					t.Fatalf("delivery of an id in progress elsewhere: %v, want a retry with ErrInProgress", a)
+				}
+				msg := a.Err().Error()
+				if !strings.Contains(msg, "in progress elsewhere") || !strings.Contains(msg, "the handler did not run") ||
+					!strings.Contains(msg, `"`+tt.id[:min(len(tt.id), 100)]) {
+					t.Errorf("retry reason %.300q does not say in progress, the id and that the handler did not run", msg)
+				}
+				if len(msg) > 500 {
+					t.Errorf("retry reason of %d bytes for an id of %d", len(msg), len(tt.id))
+				}
+				if calls.Load() != 0 || hooked.Load() != 0 {
+					t.Errorf("handler called %d times, duplicate hook %d times; want neither", calls.Load(), hooked.Load())
+				}
+				if n := counted(t, reader, middleware.MetricInProgress); n != 1 {
+					t.Errorf("%s = %d, want 1", middleware.MetricInProgress, n)
+				}
+				if n := counted(t, reader, middleware.MetricDuplicates); n != 0 {
+					t.Errorf("%s = %d, want 0", middleware.MetricDuplicates, n)
+				}
+				inProgressLogs := logs.FilterMessageSnippet("in progress").All()
+				if len(inProgressLogs) != 1 || inProgressLogs[0].Level != zapcore.DebugLevel ||
+					len(inProgressLogs[0].ContextMap()["id"].(string)) > 200 {
+					t.Errorf("in-progress log lines %v, want one at debug with the id, cut short", inProgressLogs)
+				}
+
+				if err := tt.then(ctx, store, tt.id); err != nil {
+					t.Fatal(err)
+				}
+				if a := h.ServeMessage(ctx, withID(tt.id)); a.Outcome() != ack.OutcomeAccept || calls.Load() != tt.calls {
+					t.Errorf("the next delivery: %v after %d handler calls, want accept after %d", a, calls.Load(), tt.calls)
+				}
+				if want := 1 - int64(tt.calls); counted(t, reader, middleware.MetricDuplicates) != want || int64(hooked.Load()) != want {
+					t.Errorf("%d duplicates counted, %d hooked; want %d", counted(t, reader, middleware.MetricDuplicates), hooked.Load(), want)
+				}
+			})
+		})
+	}
+}
+
+// A claim whose consumer died holds its id until the lease ends; then the
+// next delivery is handled.
+func TestIdempotentInProgressUntilTheLeaseEnds(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := idempotency.NewMemory(time.Hour, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
+	var calls atomic.Int32
+	h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
+	ctx := context.Background()
+	_, _ = store.Claim(ctx, "m-1") // and its consumer is killed
+	for _, step := range []struct {
+		wait  time.Duration
+		want  ack.Outcome
+		calls int32
+	}{
+		{0, ack.OutcomeRetry, 0},
+		{time.Minute - time.Nanosecond, ack.OutcomeRetry, 0},
+		{time.Nanosecond, ack.OutcomeAccept, 1}, // the lease ended
+		{time.Second, ack.OutcomeAccept, 1},     // a duplicate now
+	} {
+		mu.Lock()
+		now = now.Add(step.wait)
+		mu.Unlock()
+		if a := h.ServeMessage(ctx, withID("m-1")); a.Outcome() != step.want || calls.Load() != step.calls {
+			t.Fatalf("%v after the claim: %v after %d handler calls, want %v after %d",
+				now.Sub(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), a, calls.Load(), step.want, step.calls)
+		}
+	}
+}
+
+// A store answering something that is no ClaimResult is not taken for
+// "done": the message is retried, the handler not called, nothing settled.
+func TestIdempotentUnknownClaimResult(t *testing.T) {
+	t.Parallel()
+	store := newFlakyStore()
+	store.claimResult = 7
+	var calls atomic.Int32
+	a := middleware.Idempotent(store)(answering(&calls, ack.Accept())).ServeMessage(context.Background(), withID("m-1"))
+	if a.Outcome() != ack.OutcomeRetry || calls.Load() != 0 || store.confirms.Load()+store.releases.Load() != 0 {
+		t.Fatalf("%v after %d calls and %d settles, want a retry, no call, no settle",
+			a, calls.Load(), store.confirms.Load()+store.releases.Load())
+	}
+	if !strings.Contains(a.Err().Error(), "ClaimResult(7)") {
+		t.Errorf("retry reason %q does not show the store's answer", a.Err())
+	}
+}
+
+func TestIdempotentCountsDuplicates(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	core, logs := observer.New(zapcore.DebugLevel)
+	var hooked []string
+	var calls atomic.Int32
+	h := middleware.Idempotent(idempotency.NewMemory(time.Hour),
+		middleware.WithIdempotencyMeterProvider(mp),
+		middleware.WithIdempotencyLogger(zap.New(core)),
+		middleware.WithDuplicateHook(func(_ context.Context, m *acemq.Message) { hooked = append(hooked, m.ID()) }),
+	)(answering(&calls, ack.Accept()))
+	ctx := context.Background()
+	for _, id := range []string{"a", "a", "b", "a"} {
+		if a := h.ServeMessage(ctx, withID(id)); a.Outcome() != ack.OutcomeAccept {
+			t.Fatalf("%s: %v", id, a)
+		}
+	}
+	if calls.Load() != 2 {
+		t.Errorf("handler called %d times, want 2", calls.Load())
+	}
+	if fmt.Sprint(hooked) != "[a a]" {
+		t.Errorf("hook saw %v, want [a a]", hooked)
+	}
+	if n := counted(t, reader, middleware.MetricDuplicates); n != 2 {
+		t.Errorf("%s = %d, want 2", middleware.MetricDuplicates, n)
+	}
+	dupLogs := logs.FilterMessageSnippet("duplicate").All()
+	if len(dupLogs) != 2 || dupLogs[0].Level != zapcore.DebugLevel || dupLogs[0].ContextMap()["id"] != "a" {
+		t.Errorf("duplicate log lines %v, want two at debug with the id", dupLogs)
+	}
+}
+
+// counted is the sum of the counter name, whose every point must be of
+// queue "orders".
+func counted(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var n int64
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if q, _ := dp.Attributes.Value("queue"); q.AsString() != "orders" {
+					t.Errorf("data point for queue %q", q.AsString())
+				}
+				n += dp.Value
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// Of many concurrent deliveries of one message, one runs the handler; the
+// others find it in progress and are retried, never accepted unhandled.
+// Once it is confirmed, the next delivery is a duplicate.
+func TestIdempotentConcurrentDeliveriesRunOnce(t *testing.T) {
+	t.Parallel()
+	const deliveries = 100
+	forEachStore(t, func(t *testing.T, store idempotency.Store) {
+		var calls atomic.Int32
+		// The handler holds its claim until every other delivery has
+		// answered, so that none of them can find the id done.
+		othersAnswered := make(chan struct{})
+		var answered atomic.Int32
+		h := middleware.Idempotent(store)(acemq.HandlerFunc(func(ctx context.Context, _ *acemq.Message) ack.Ack {
+			calls.Add(1)
+			*ctx.Value(ranKey{}).(*bool) = true
+			select {
+			case <-othersAnswered:
+			case <-time.After(10 * time.Second):
+				t.Error("the other deliveries did not answer while the handler ran")
+			}
+			return ack.Accept()
+		}))
+		var accepted, inProgress atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range deliveries {
+			wg.Go(func() {
+				ran := new(bool)
+				ctx := context.WithValue(context.Background(), ranKey{}, ran)
+				<-start
+				a := h.ServeMessage(ctx, withID("m-1"))
+				switch {
+				case a.Outcome() == ack.OutcomeAccept:
+					accepted.Add(1)
+				case a.Outcome() == ack.OutcomeRetry && errors.Is(a.Err(), idempotency.ErrInProgress):
+					inProgress.Add(1)
+				default:
+					t.Error(a)
+				}
+				if !*ran && answered.Add(1) == deliveries-1 {
+					close(othersAnswered)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n, a, p := calls.Load(), accepted.Load(), inProgress.Load(); n != 1 || a != 1 || p != deliveries-1 {
+			t.Fatalf("%d concurrent deliveries of one message: handler ran %d times, %d accepted, %d in progress; want 1, 1 and the rest",
+				deliveries, n, a, p)
+		}
+		if a := h.ServeMessage(context.Background(), withID("m-1")); a.Outcome() != ack.OutcomeAccept || calls.Load() != 1 {
+			t.Errorf("the delivery after: %v after %d calls, want a duplicate", a, calls.Load())
+		}
+	})
+}
+
+// ranKey holds, in a delivery's context, whether the handler ran on it.
+type ranKey struct{}
+
+// Ids a publisher may send: each is handled once, then done, a
+// duplicate, with no panic and no error, on either store.
+func TestIdempotentOddIDs(t *testing.T) {
+	t.Parallel()
+	mib := strings.Repeat("0123456789abcdef", 1<<16)
+	ids := []string{
+		mib, mib[:len(mib)-1] + "!", strings.Repeat("x", 256),
+		"a\x00b", "\x00", "\xff\xfe", "caf\xc3", "line\nbreak\r\n", "tab\there",
+		`'quoted' "twice"`, `x'); DROP TABLE acemq_idempotency; --`, "$1", "%s%v", `\\`, "sha256:", "é",
+	}
+	forEachStore(t, func(t *testing.T, store idempotency.Store) {
+		core, logs := observer.New(zapcore.DebugLevel)
+		var calls atomic.Int32
+		h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.New(core)))(answering(&calls, ack.Accept()))
+		for _, id := range ids {
+			for delivery := range 2 {
+				if a := h.ServeMessage(context.Background(), withID(id)); a.Outcome() != ack.OutcomeAccept {
+					t.Fatalf("delivery %d of %q: %v", delivery, short(id), a)
+				}
+			}
+		}
+		if n := calls.Load(); n != int32(len(ids)) {
+			t.Errorf("handler ran %d times for %d ids delivered twice each, want once per id", n, len(ids))
+		}
+		if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 0 {
+			t.Errorf("%d errors logged: %v", n, logs.FilterLevelExact(zapcore.ErrorLevel).All())
+		}
+		// A megabyte id makes a log line of a hundred-odd bytes, not a megabyte.
+		for _, e := range logs.FilterMessageSnippet("duplicate").All() {
+			if id := e.ContextMap()["id"].(string); len(id) > 200 {
+				t.Errorf("a duplicate's log line carries an id of %d bytes", len(id))
+			}
+		}
+	})
+}
+
+// A database that is down refuses the claim: the message is retried under
+// the server's policy, not accepted, the handler does not run, and the
+// reason says why without the password.
+func TestIdempotentDatabaseDown(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://acemq:secret@127.0.0.1:1/x?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := idempotency.NewPostgres(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
+	a := h.ServeMessage(context.Background(), withID("m-1"))
+	if a.Outcome() != ack.OutcomeRetry || calls.Load() != 0 {
+		t.Fatalf("%v after %d handler calls, want a retry without calling the handler", a, calls.Load())
+	}
+	msg := a.Err().Error()
+	for _, want := range []string{"idempotency claim failed, the handler did not run", `"m-1"`, "connect"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("retry reason %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "secret") {
+		t.Errorf("retry reason %q shows the password", msg)
+	}
+}
+
+// short is an id cut for a test's message.
+func short(id string) string {
+	if len(id) > 40 {
+		return fmt.Sprintf("%.40s... (%d bytes)", id, len(id))
+	}
+	return id
+}
+
+// forEachStore runs test on a fresh memory store, and on a fresh
+// PostgreSQL store when ACEMQ_POSTGRES_URL is set.
+func forEachStore(t *testing.T, test func(t *testing.T, store idempotency.Store)) {
+	t.Helper()
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		test(t, idempotency.NewMemory(time.Hour))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		test(t, postgresStore(t))
+	})
+}
+
+// postgresStore is a store on a table of its own in ACEMQ_POSTGRES_URL,
+// dropped when the test ends. It skips without the variable, except under
+// CI, where a missing database fails the test.
+func postgresStore(tb testing.TB) *idempotency.Postgres {
+	tb.Helper()
+	raw := os.Getenv("ACEMQ_POSTGRES_URL")
+	if raw == "" {
+		if os.Getenv("CI") != "" {
+			tb.Fatal("ACEMQ_POSTGRES_URL is not set; under CI the PostgreSQL tests may not skip")
+		}
+		tb.Skip("ACEMQ_POSTGRES_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		tb.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
+	}
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	table := fmt.Sprintf("idem_mw_%016x", rand.Uint64())
+	store, err := idempotency.NewPostgres(pool, idempotency.WithTable(table))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, store.CreateTableSQL()); err != nil {
+		tb.Fatalf("create %s: %v", table, err)
+	}
+	tb.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP TABLE "+table); err != nil {
+			tb.Errorf("drop %s (the odd ids must not have dropped it): %v", table, err)
+		}
+	})
+	return store
+}
+
+func TestIdempotentNilStorePanics(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if recover() == nil {
+			t.Error("Idempotent(nil) did not panic")
+		}
+	}()
+	middleware.Idempotent(nil)
+}
