@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -375,13 +376,7 @@ func idemIDs(r *recorder) string {
 // failure.
 func idemPostgresStores(t *testing.T) func(*testing.T, ...idempotency.Option) idempotency.Store {
 	t.Helper()
-	raw := os.Getenv("ACEMQ_POSTGRES_URL")
-	if raw == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("ACEMQ_POSTGRES_URL is not set; under CI the PostgreSQL tests may not skip")
-		}
-		t.Skip("ACEMQ_POSTGRES_URL is not set")
-	}
+	raw := brokertest.PostgresURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, raw)

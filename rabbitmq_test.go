@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -38,13 +39,7 @@ type rabbit struct {
 
 func newRabbit(t *testing.T) *rabbit {
 	t.Helper()
-	url := os.Getenv("ACEMQ_AMQP_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but ACEMQ_AMQP_URL is not: integration tests may not skip (run ./scripts/test)")
-		}
-		t.Skip("ACEMQ_AMQP_URL is not set")
-	}
+	url := brokertest.SharedURL(t)
 	r := &rabbit{t: t, url: url, tr: dialRabbit(t, url), reader: sdkmetric.NewManualReader()}
 	conn, err := amqp.Dial(url)
 	if err != nil {

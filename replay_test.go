@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -347,13 +348,7 @@ func TestReplayRabbitMQ(t *testing.T) {
 // replayURL is ACEMQ_AMQP_URL; without it the test skips, unless CI is set.
 func replayURL(t *testing.T) string {
 	t.Helper()
-	url := os.Getenv("ACEMQ_AMQP_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but ACEMQ_AMQP_URL is not: integration tests may not skip (run ./scripts/test)")
-		}
-		t.Skip("ACEMQ_AMQP_URL is not set")
-	}
+	url := brokertest.SharedURL(t)
 	return url
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,13 +27,7 @@ import (
 // where a missing database is a failure rather than a silent pass.
 func postgresPool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 	tb.Helper()
-	raw := os.Getenv("ACEMQ_POSTGRES_URL")
-	if raw == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatal("ACEMQ_POSTGRES_URL is not set; under CI the PostgreSQL tests may not skip")
-		}
-		tb.Skip("ACEMQ_POSTGRES_URL is not set")
-	}
+	raw := brokertest.PostgresURL(tb)
 	cfg, err := pgxpool.ParseConfig(raw)
 	if err != nil {
 		tb.Fatalf("ACEMQ_POSTGRES_URL %s: %v", redact(raw), errors.Unwrap(err))

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -360,13 +361,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, store idempotency.Store)
 // CI, where a missing database fails the test.
 func postgresStore(tb testing.TB) *idempotency.Postgres {
 	tb.Helper()
-	raw := os.Getenv("ACEMQ_POSTGRES_URL")
-	if raw == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatal("ACEMQ_POSTGRES_URL is not set; under CI the PostgreSQL tests may not skip")
-		}
-		tb.Skip("ACEMQ_POSTGRES_URL is not set")
-	}
+	raw := brokertest.PostgresURL(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cfg, err := pgxpool.ParseConfig(raw)

@@ -33,14 +33,28 @@ import (
 // skip.
 func SharedURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("ACEMQ_AMQP_URL")
-	if u == "" {
+	return required(tb, "ACEMQ_AMQP_URL")
+}
+
+// PostgresURL is ACEMQ_POSTGRES_URL, the run's throwaway database, gated
+// like SharedURL: skipped without it unless CI is set.
+func PostgresURL(tb testing.TB) string {
+	tb.Helper()
+	return required(tb, "ACEMQ_POSTGRES_URL")
+}
+
+// required reads an integration test's environment variable: without it
+// the test is skipped, unless CI is set, where nothing may skip.
+func required(tb testing.TB, name string) string {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
 		if os.Getenv("CI") != "" {
-			tb.Fatal("CI is set but ACEMQ_AMQP_URL is not: integration tests may not skip (run ./scripts/test)")
+			tb.Fatalf("CI is set but %s is not: integration tests may not skip (run ./scripts/test)", name)
 		}
-		tb.Skip("ACEMQ_AMQP_URL is not set")
+		tb.Skipf("%s is not set", name)
 	}
-	return u
+	return v
 }
 
 // SharedNode is the shared broker's node name: RABBITMQ_NODENAME, else

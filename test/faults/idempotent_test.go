@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,13 +22,7 @@ import (
 // postgresURL is ACEMQ_POSTGRES_URL, gated like the broker's.
 func postgresURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("ACEMQ_POSTGRES_URL")
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatal("CI is set but ACEMQ_POSTGRES_URL is not: integration tests may not skip (run ./scripts/test)")
-		}
-		tb.Skip("ACEMQ_POSTGRES_URL is not set")
-	}
+	u := brokertest.PostgresURL(tb)
 	return u
 }
 

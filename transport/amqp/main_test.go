@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/brokertest"
+
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 )
@@ -24,13 +26,7 @@ func TestMain(m *testing.M) {
 // set: under CI nothing may skip.
 func brokerURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("ACEMQ_AMQP_URL")
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatal("ACEMQ_AMQP_URL is not set and CI is: integration tests may not skip")
-		}
-		tb.Skip("ACEMQ_AMQP_URL not set")
-	}
+	u := brokertest.SharedURL(tb)
 	return u
 }
 
