@@ -70,3 +70,35 @@ func ExampleFatal() {
 	fmt.Println(a.Outcome(), ack.IsFatal(a.Err()))
 	// Output: retry true
 }
+
+func ExampleAccept() {
+	fmt.Println(ack.Accept())
+	// Output: accept
+}
+
+func ExampleRetry() {
+	a := ack.Retry(errors.New("the warehouse is not answering"))
+	fmt.Println(a.Outcome(), "-", a.Err())
+	// Output: retry - the warehouse is not answering
+}
+
+func ExamplePark() {
+	a := ack.Park(errors.New("schema v9 is unknown here"))
+	fmt.Println(a.Outcome())
+	fmt.Println(a.Reason())
+	// Output:
+	// park
+	// could not be decoded: schema v9 is unknown here
+}
+
+func ExampleRequeue() {
+	// Only for the obviously transient failure on an obviously short queue:
+	// no delay and no limit.
+	fmt.Println(ack.Requeue())
+	// Output: requeue
+}
+
+func ExampleExhausted() {
+	fmt.Println(ack.Exhausted(5, errors.New("the warehouse is not answering")).Reason())
+	// Output: exhausted 5 attempts: the warehouse is not answering
+}
