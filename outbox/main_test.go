@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/brokertest"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -27,17 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // env reads a service URL from the environment. The test skips when it is
 // unset, except under CI, where a missing service is a failure rather than
 // a silent pass.
-func env(tb testing.TB, name string) string {
-	tb.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("%s is not set; under CI these tests may not skip", name)
-		}
-		tb.Skipf("%s is not set", name)
-	}
-	return v
-}
+func env(tb testing.TB, name string) string { return brokertest.Env(tb, name) }
 
 // postgresPool connects to ACEMQ_POSTGRES_URL with at most maxConns
 // connections, named app in pg_stat_activity (so a test can kill exactly

@@ -5,10 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/brokertest"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -21,14 +22,7 @@ import (
 
 func rabbitURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv(EnvURL)
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but ACEMQ_AMQP_URL is not: integration tests may not skip (run ./scripts/test)")
-		}
-		t.Skip("ACEMQ_AMQP_URL is not set")
-	}
-	return u
+	return brokertest.Env(t, EnvURL)
 }
 
 func rabbitQueue() string {

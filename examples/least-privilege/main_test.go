@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/acemq/acemq/internal/brokertest"
 )
 
 const want = `attempt 1: the bank is not answering
@@ -29,13 +31,7 @@ func TestLeastPrivilegeOnMemory(t *testing.T) {
 // TestLeastPrivilegeOnRabbitMQ runs the service as a user with no configure
 // permission at all.
 func TestLeastPrivilegeOnRabbitMQ(t *testing.T) {
-	adminURL, vhost := os.Getenv("ACEMQ_AMQP_URL"), os.Getenv("ACEMQ_AMQP_VHOST")
-	if adminURL == "" || vhost == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but ACEMQ_AMQP_URL/ACEMQ_AMQP_VHOST are not: run ./scripts/test")
-		}
-		t.Skip("no broker")
-	}
+	adminURL, vhost := brokertest.SharedURL(t), brokertest.Env(t, "ACEMQ_AMQP_VHOST")
 	user := fmt.Sprintf("acemq-payments-%d", os.Getpid())
 	ctl := func(args ...string) {
 		t.Helper()

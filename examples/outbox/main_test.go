@@ -6,19 +6,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/acemq/acemq/internal/brokertest"
 )
 
 // TestOutbox runs the example on the memory transport and, when a broker is
 // given, on RabbitMQ, and checks the story it tells. It needs PostgreSQL:
 // it skips without ACEMQ_POSTGRES_URL, except under CI, where that fails.
 func TestOutbox(t *testing.T) {
-	pg := os.Getenv("ACEMQ_POSTGRES_URL")
-	if pg == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but ACEMQ_POSTGRES_URL is not: run ./scripts/test")
-		}
-		t.Skip("ACEMQ_POSTGRES_URL is not set")
-	}
+	pg := brokertest.PostgresURL(t)
 	urls := []string{""}
 	if url := os.Getenv("ACEMQ_AMQP_URL"); url != "" {
 		urls = append(urls, url)

@@ -33,19 +33,20 @@ import (
 // skip.
 func SharedURL(tb testing.TB) string {
 	tb.Helper()
-	return required(tb, "ACEMQ_AMQP_URL")
+	return Env(tb, "ACEMQ_AMQP_URL")
 }
 
 // PostgresURL is ACEMQ_POSTGRES_URL, the run's throwaway database, gated
 // like SharedURL: skipped without it unless CI is set.
 func PostgresURL(tb testing.TB) string {
 	tb.Helper()
-	return required(tb, "ACEMQ_POSTGRES_URL")
+	return Env(tb, "ACEMQ_POSTGRES_URL")
 }
 
-// required reads an integration test's environment variable: without it
-// the test is skipped, unless CI is set, where nothing may skip.
-func required(tb testing.TB, name string) string {
+// Env reads an integration test's environment variable (a URL, a vhost):
+// without it the test is skipped, unless CI is set, where nothing may skip.
+// Every integration test gates through it.
+func Env(tb testing.TB, name string) string {
 	tb.Helper()
 	v := os.Getenv(name)
 	if v == "" {
