@@ -134,17 +134,12 @@ func TestRepublishNotConfirmed(t *testing.T) {
 
 func TestDeclareRefusedStopsRun(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	defer broker.Close()
-	conn := broker.Connect()
-	defer conn.Close()
+	_, conn := bare(t)
 	// Someone declared the rung with another TTL.
 	if err := conn.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{{Name: "q.retry.1m", Durable: true, Args: map[string]any{"x-message-ttl": int64(1)}}}}); err != nil {
 		t.Fatal(err)
 	}
-	mux := acemq.NewMux()
-	mux.HandleFunc("q", accept)
-	srv := &acemq.Server{Transport: conn, Handler: mux, Retry: retry.Fixed(2, time.Minute)}
+	srv := &acemq.Server{Transport: conn, Handler: acceptMux("q"), Retry: retry.Fixed(2, time.Minute)}
 	err := srv.Run(context.Background())
 	if !errors.Is(err, transport.ErrPreconditionFailed) || !strings.Contains(err.Error(), "declare topology of queue q") {
 		t.Errorf("Run = %v, want a refused declaration", err)
@@ -157,13 +152,8 @@ func TestDeclareRefusedStopsRun(t *testing.T) {
 
 func TestNoDeclare(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	defer broker.Close()
-	conn := broker.Connect()
-	defer conn.Close()
-	mux := acemq.NewMux()
-	mux.HandleFunc("q", accept)
-	srv := &acemq.Server{Transport: conn, Handler: mux, NoDeclare: true}
+	broker, conn := bare(t)
+	srv := &acemq.Server{Transport: conn, Handler: acceptMux("q"), NoDeclare: true}
 	if err := srv.Run(context.Background()); !errors.Is(err, transport.ErrNotFound) {
 		t.Errorf("Run with declare off on a missing queue = %v, want not found", err)
 	}
@@ -226,10 +216,7 @@ func TestTopologyDeclaresTheContract(t *testing.T) {
 
 func TestPublisher(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	defer broker.Close()
-	conn := broker.Connect()
-	defer conn.Close()
+	broker, conn := bare(t)
 	ctx := context.Background()
 	if err := conn.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "q", Durable: true}}}); err != nil {
 		t.Fatal(err)

@@ -168,3 +168,20 @@ func (f *fixture) stop(timeout time.Duration) (shutdownErr, runErr error) {
 }
 
 var errBoom = errors.New("the warehouse is not answering")
+
+// bare returns a memory broker and a connection to it, closed when the test
+// ends, for tests that run a Server themselves.
+func bare(t *testing.T) (*memory.Broker, *memory.Conn) {
+	t.Helper()
+	broker := memory.New()
+	conn := broker.Connect()
+	t.Cleanup(func() { conn.Close(); broker.Close() })
+	return broker, conn
+}
+
+// acceptMux is a mux that accepts everything on queue.
+func acceptMux(queue string) *acemq.Mux {
+	mux := acemq.NewMux()
+	mux.HandleFunc(queue, accept)
+	return mux
+}

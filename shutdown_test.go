@@ -10,7 +10,6 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/retry"
-	"github.com/acemq/acemq/transport/memory"
 )
 
 // blocking is a handler that signals when it starts and waits for release
@@ -120,13 +119,8 @@ func TestShutdownDoesNotWaitOutARetryWait(t *testing.T) {
 
 func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	defer broker.Close()
-	conn := broker.Connect()
-	defer conn.Close()
-	mux := acemq.NewMux()
-	mux.HandleFunc("q", accept)
-	srv := &acemq.Server{Transport: conn, Handler: mux}
+	_, conn := bare(t)
+	srv := &acemq.Server{Transport: conn, Handler: acceptMux("q")}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
@@ -170,9 +164,7 @@ func TestShutdownBeforeRun(t *testing.T) {
 
 func TestRunNeedsQueues(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	conn := broker.Connect()
-	defer conn.Close()
+	_, conn := bare(t)
 	srv := &acemq.Server{Transport: conn, Handler: acemq.NewMux()}
 	if err := srv.Run(context.Background()); !errors.Is(err, acemq.ErrNoQueues) {
 		t.Errorf("Run with an empty mux = %v", err)
