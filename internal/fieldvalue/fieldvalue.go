@@ -38,3 +38,26 @@ func unsigned(v uint64) (any, bool, error) {
 	}
 	return int64(v), true, nil
 }
+
+// Array maps each element of an AMQP array through f, naming the element
+// that failed.
+func Array(v []any, f func(any) (any, error)) ([]any, error) {
+	out := make([]any, len(v))
+	for i, e := range v {
+		fe, err := f(e)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		out[i] = fe
+	}
+	return out, nil
+}
+
+// Strings is a []string as the AMQP array a broker hands back.
+func Strings(v []string) []any {
+	out := make([]any, len(v))
+	for i, e := range v {
+		out[i] = e
+	}
+	return out
+}

@@ -44,21 +44,9 @@ func toField(v any) (any, error) {
 	case amqp.Table:
 		return toTable(v)
 	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			fe, err := toField(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = fe
-		}
-		return out, nil
+		return fieldvalue.Array(v, toField)
 	case []string:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = e
-		}
-		return out, nil
+		return fieldvalue.Strings(v), nil
 	default:
 		if n, ok, err := fieldvalue.Integer(v); ok {
 			return n, err

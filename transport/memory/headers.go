@@ -45,21 +45,9 @@ func normalizeValue(v any) (any, error) {
 		}
 		return t, err
 	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			ne, err := normalizeValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = ne
-		}
-		return out, nil
+		return fieldvalue.Array(v, normalizeValue)
 	case []string:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = e
-		}
-		return out, nil
+		return fieldvalue.Strings(v), nil
 	default:
 		if n, ok, err := fieldvalue.Integer(v); ok {
 			return n, err
