@@ -42,18 +42,18 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		done:     make(chan struct{}),
 	}
 	s.ctx, s.cancelFn = context.WithCancel(context.Background())
-	ch, deliveries, err := s.open(ctx)
+	ch, ledger, deliveries, err := s.open(ctx)
 	if err != nil {
 		s.cancelFn()
 		return nil, fmt.Errorf("acemq: consume queue %q: %w", queue, classify(err))
 	}
-	s.ch = ch
+	s.ch, s.ledger = ch, ledger
 	if !t.track(s) {
 		s.cancelFn()
 		closeChannel(ch)
 		return nil, transport.ErrClosed
 	}
-	go s.run(ch, deliveries)
+	go s.run(ch, ledger, deliveries)
 	return s, nil
 }
 
@@ -76,6 +76,7 @@ type subscription struct {
 	rpc       sync.Mutex // channel RPCs (cancel, close) must not overlap
 	mu        sync.Mutex
 	ch        *amqp.Channel // the current channel; nil never after Consume
+	ledger    *ackLedger    // ch's acks
 	cancelled bool
 }
 
@@ -113,16 +114,18 @@ func (s *subscription) Cancel(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the subscription and closes its channel: the broker requeues
-// every unsettled delivery, marked redelivered.
+// Close stops the subscription and closes its channel after sending the
+// acks still waiting to join a multiple-ack: the broker requeues every
+// unsettled delivery, marked redelivered.
 func (s *subscription) Close() error {
 	s.halt()
 	<-s.done
 	s.rpc.Lock()
 	defer s.rpc.Unlock()
 	s.mu.Lock()
-	ch := s.ch
+	ch, ledger := s.ch, s.ledger
 	s.mu.Unlock()
+	ledger.flush()
 	closeChannel(ch)
 	return nil
 }
@@ -135,31 +138,31 @@ func (s *subscription) halt() {
 	})
 }
 
-// open makes a channel consuming the queue.
-func (s *subscription) open(ctx context.Context) (*amqp.Channel, <-chan amqp.Delivery, error) {
+// open makes a channel consuming the queue, with the ledger of its acks.
+func (s *subscription) open(ctx context.Context) (*amqp.Channel, *ackLedger, <-chan amqp.Delivery, error) {
 	ch, err := s.t.consume.Channel(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := ch.Qos(s.prefetch, 0, false); err != nil {
 		closeChannel(ch)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d, err := ch.Consume(s.queue, s.tag, false, false, false, false, nil)
 	if err != nil {
 		closeChannel(ch)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ch, d, nil
+	return ch, newAckLedger(ch, s.prefetch), d, nil
 }
 
-func (s *subscription) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
+func (s *subscription) run(ch *amqp.Channel, ledger *ackLedger, deliveries <-chan amqp.Delivery) {
 	defer s.t.wg.Done()
 	defer s.t.untrack(s)
 	defer close(s.done)
 	defer s.closeOut()
 	for {
-		if !s.forward(ch, deliveries) {
+		if !s.forward(ch, ledger, deliveries) {
 			return
 		}
 		s.mu.Lock()
@@ -173,7 +176,8 @@ func (s *subscription) run(ch *amqp.Channel, deliveries <-chan amqp.Delivery) {
 			return
 		}
 		s.log.Warn("acemq: consumer channel lost; resubscribing, its unsettled deliveries are stale")
-		if ch, deliveries = s.resubscribe(); ch == nil {
+		ledger.close()
+		if ch, ledger, deliveries = s.resubscribe(); ch == nil {
 			return
 		}
 	}
@@ -198,7 +202,7 @@ func (s *subscription) closeOut() {
 
 // forward hands deliveries on until the channel's deliveries close (true)
 // or halt (false).
-func (s *subscription) forward(ch *amqp.Channel, deliveries <-chan amqp.Delivery) bool {
+func (s *subscription) forward(ch *amqp.Channel, ledger *ackLedger, deliveries <-chan amqp.Delivery) bool {
 	for {
 		select {
 		case d, ok := <-deliveries:
@@ -209,7 +213,7 @@ func (s *subscription) forward(ch *amqp.Channel, deliveries <-chan amqp.Delivery
 				continue // stale already: the broker redelivers it
 			}
 			select {
-			case s.out <- toDelivery(ch, s.queue, &d):
+			case s.out <- toDelivery(ch, ledger, s.queue, &d):
 			case <-s.stop:
 				return false
 			}
@@ -221,19 +225,19 @@ func (s *subscription) forward(ch *amqp.Channel, deliveries <-chan amqp.Delivery
 
 // resubscribe consumes again on a new channel, retrying with backoff; nil
 // means the subscription was cancelled or halted meanwhile.
-func (s *subscription) resubscribe() (*amqp.Channel, <-chan amqp.Delivery) {
+func (s *subscription) resubscribe() (*amqp.Channel, *ackLedger, <-chan amqp.Delivery) {
 	ctx := s.ctx
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		cancelled := s.cancelled
 		s.mu.Unlock()
 		if cancelled {
-			return nil, nil
+			return nil, nil, nil
 		}
-		ch, deliveries, err := s.open(ctx)
+		ch, ledger, deliveries, err := s.open(ctx)
 		if err == nil {
 			s.mu.Lock()
-			s.ch = ch
+			s.ch, s.ledger = ch, ledger
 			cancelled = s.cancelled
 			s.mu.Unlock()
 			if cancelled { // Cancel saw the old channel: cancel on this one
@@ -241,10 +245,10 @@ func (s *subscription) resubscribe() (*amqp.Channel, <-chan amqp.Delivery) {
 				_ = ch.Cancel(s.tag, false)
 				s.rpc.Unlock()
 			}
-			return ch, deliveries
+			return ch, ledger, deliveries
 		}
 		if ctx.Err() != nil {
-			return nil, nil
+			return nil, nil, nil
 		}
 		s.log.Warn("acemq: resubscribe failed", zap.Int("attempt", attempt+1), zap.Error(classify(err)))
 		t := time.NewTimer(s.t.cfg.backoff.Delay(attempt))
@@ -252,7 +256,7 @@ func (s *subscription) resubscribe() (*amqp.Channel, <-chan amqp.Delivery) {
 		case <-t.C:
 		case <-s.stop:
 			t.Stop()
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
 }

@@ -15,22 +15,33 @@ import (
 // tags belong to their channel: once that channel is gone (a reconnect, a
 // Close) the delivery is stale and nothing is sent, least of all on the
 // channel that replaced it. The broker redelivers it.
+//
+// Deliveries of a subscription settle through their channel's ackLedger,
+// which folds acks into multiple-acks; those of a basic.get settle alone.
 type acker struct {
 	ch      *amqp.Channel
+	ledger  *ackLedger // nil: send each settlement at once
 	tag     uint64
 	settled atomic.Bool
 }
 
 var _ transport.Acknowledger = (*acker)(nil)
 
-// Ack acknowledges this delivery alone (never multiple).
+// Ack acknowledges this delivery, possibly in one multiple-ack with others
+// (never with one that was not settled).
 func (a *acker) Ack() error {
+	if a.ledger != nil {
+		return a.settle(func() error { return a.ledger.ack(a.tag) })
+	}
 	return a.settle(func() error { return a.ch.Ack(a.tag, false) })
 }
 
 // Reject rejects this delivery; requeue false lets the queue's dead-letter
 // exchange take it.
 func (a *acker) Reject(requeue bool) error {
+	if a.ledger != nil {
+		return a.settle(func() error { return a.ledger.reject(a.tag, requeue) })
+	}
 	return a.settle(func() error { return a.ch.Reject(a.tag, requeue) })
 }
 
@@ -42,7 +53,7 @@ func (a *acker) settle(send func() error) error {
 		return transport.ErrStaleDelivery
 	}
 	if err := send(); err != nil {
-		if a.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) {
+		if a.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) || errors.Is(err, transport.ErrStaleDelivery) {
 			return transport.ErrStaleDelivery
 		}
 		return fmt.Errorf("acemq: settle delivery: %w", classify(err))
@@ -50,8 +61,9 @@ func (a *acker) settle(send func() error) error {
 	return nil
 }
 
-// toDelivery converts a delivery received on ch from queue.
-func toDelivery(ch *amqp.Channel, queue string, d *amqp.Delivery) transport.Delivery {
+// toDelivery converts a delivery received on ch from queue; ledger is the
+// channel's when it is a consumer's, nil for a basic.get.
+func toDelivery(ch *amqp.Channel, ledger *ackLedger, queue string, d *amqp.Delivery) transport.Delivery {
 	return transport.Delivery{
 		Queue:       queue,
 		Exchange:    d.Exchange,
@@ -73,7 +85,7 @@ func toDelivery(ch *amqp.Channel, queue string, d *amqp.Delivery) transport.Deli
 			AppID:           d.AppId,
 		},
 		Body:         d.Body,
-		Acknowledger: &acker{ch: ch, tag: d.DeliveryTag},
+		Acknowledger: &acker{ch: ch, ledger: ledger, tag: d.DeliveryTag},
 	}
 }
 
@@ -119,6 +131,6 @@ func (g *getter) get(ctx context.Context, queue string) (transport.Delivery, boo
 		if !ok {
 			return transport.Delivery{}, false, nil
 		}
-		return toDelivery(ch, queue, &d), true, nil
+		return toDelivery(ch, nil, queue, &d), true, nil
 	}
 }
