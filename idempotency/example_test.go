@@ -75,8 +75,10 @@ func ExamplePostgres_CreateTableSQL() {
 	// 	claimed_at   timestamptz NOT NULL,
 	// 	lease_until  timestamptz,
 	// 	confirmed_at timestamptz,
+	// 	owner        text,
 	// 	CHECK ((lease_until IS NULL) <> (confirmed_at IS NULL))
 	// );
+	// ALTER TABLE "billing"."idempotency" ADD COLUMN IF NOT EXISTS owner text;
 	// CREATE INDEX IF NOT EXISTS "idempotency_lease_until_idx" ON "billing"."idempotency" (lease_until) WHERE lease_until IS NOT NULL;
 	// CREATE INDEX IF NOT EXISTS "idempotency_confirmed_at_idx" ON "billing"."idempotency" (confirmed_at);
 }

@@ -23,9 +23,10 @@ import (
 // restarts, use [Postgres], or better make the work itself idempotent.
 //
 // Memory starts no goroutine: expired ids are dropped lazily, by the calls
-// that come after them. It is safe for concurrent use. Its calls never
-// block and never look at their context; the only error they return is
-// [ErrEmptyID]. Ids are filed under their [Key], so a long id costs no
+// that come after them, except claims whose lease ended, which are kept
+// until they are settled ([Memory.Release] says why). It is safe for
+// concurrent use. Its calls never block and never look at their context;
+// the only error they return is [ErrEmptyID]. Ids are filed under their [Key], so a long id costs no
 // more than 71 bytes.
 type Memory struct {
 	retention int64 // nanoseconds
@@ -39,6 +40,7 @@ type Memory struct {
 	mu        sync.Mutex
 	entries   map[string]*entry
 	pending   list   // claimed ids, in lease-end order
+	lapsed    list   // claimed ids whose lease ended unsettled, in lease-end order
 	confirmed list   // confirmed ids, in confirmation order
 	spare     *entry // dropped entries kept for reuse, linked by next
 	spares    int
@@ -112,23 +114,24 @@ func (s *Memory) Claim(_ context.Context, id string) (ClaimResult, error) {
 	defer s.mu.Unlock()
 	s.expire(now)
 	e := s.entries[key]
-	if e != nil {
-		if now < e.expires {
-			if e.confirmed {
-				return Done, nil
-			}
-			return InProgress, nil
-		}
-		s.listOf(e).remove(e) // expired but not yet swept: reuse it
-	} else {
+	switch {
+	case e == nil:
 		e = s.add(key)
+	case e.state == confirmed && now < e.expires:
+		return Done, nil
+	case e.state == pending && now < e.expires:
+		return InProgress, nil
+	default: // lapsed, or expired but not yet swept: take it over
+		s.listOf(e).remove(e)
 	}
-	e.confirmed, e.expires = false, later(now, s.lease)
+	e.state, e.expires = pending, later(now, s.lease)
+	e.claims++
 	s.pending.push(e)
 	return Claimed, nil
 }
 
-// Confirm implements [Store].
+// Confirm implements [Store]. It settles every claim of id: the work is
+// done, so none of them has anything left to release.
 func (s *Memory) Confirm(_ context.Context, id string) error {
 	key, err := Key(id)
 	if err != nil {
@@ -144,12 +147,22 @@ func (s *Memory) Confirm(_ context.Context, id string) error {
 	} else {
 		e = s.add(key)
 	}
-	e.confirmed, e.expires = true, later(now, s.retention)
+	e.state, e.claims, e.expires = confirmed, 0, later(now, s.retention)
 	s.confirmed.push(e)
 	return nil
 }
 
-// Release implements [Store].
+// Release implements [Store]. The calls carry only the id, so the store
+// cannot tell which of its claimers a Release comes from. When a claim's
+// lease ends and another takes the id over, both are unsettled, and a
+// Release that freed the id could be the first one's, late, letting a
+// third claimer run the work while the second still does. So while more
+// than one claim of an id is unsettled, a Release only counts one down:
+// the id stays held until the newer lease ends, the last claim is
+// released or the id is confirmed. For that count, a claim whose lease
+// ended is kept until it is settled. One never settled (a caller that
+// breaks the Store contract, or a handler that never returns) is kept
+// until the store is full, then goes first, uncounted by [Memory.Evictions].
 func (s *Memory) Release(_ context.Context, id string) error {
 	key, err := Key(id)
 	if err != nil {
@@ -157,7 +170,12 @@ func (s *Memory) Release(_ context.Context, id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.entries[key]; e != nil && !e.confirmed {
+	switch e := s.entries[key]; {
+	case e == nil || e.state == confirmed:
+		// nothing to release
+	case e.claims > 1:
+		e.claims--
+	default:
 		s.recycle(s.drop(e))
 	}
 	return nil
@@ -166,14 +184,19 @@ func (s *Memory) Release(_ context.Context, id string) error {
 // Evictions returns how many ids were dropped before their time because the
 // store was full. Each is a claim forgotten early: a redelivery of that id
 // will be handled again. A number that grows means the store is too small
-// for its retention.
+// for its retention. Claims whose lease ended unsettled are dropped first,
+// and not counted: their ids were free already.
 func (s *Memory) Evictions() int64 { return s.evictions.Load() }
 
-// expire drops the ids whose time is up from the front of both lists.
+// expire moves the claims whose lease ended to the lapsed list, and drops
+// the confirmed ids whose retention passed, from the front of their lists.
 // Leases and retention are fixed, so each list is in expiry order.
 func (s *Memory) expire(now int64) {
 	for s.pending.head != nil && now >= s.pending.head.expires {
-		s.recycle(s.drop(s.pending.head))
+		e := s.pending.head
+		s.pending.remove(e)
+		e.state = lapsed
+		s.lapsed.push(e)
 	}
 	for s.confirmed.head != nil && now >= s.confirmed.head.expires {
 		s.recycle(s.drop(s.confirmed.head))
@@ -181,12 +204,15 @@ func (s *Memory) expire(now int64) {
 }
 
 // add files a new entry under key, in no list yet. When the store is full
-// it first evicts the oldest confirmed id, and reuses its entry. A claim
-// in flight is evicted only when no confirmed id is left, since dropping it
-// lets a concurrent duplicate run at once.
+// it first drops the oldest lapsed claim, which only guards against its own
+// late Release, then evicts the oldest confirmed id, and reuses its entry.
+// A claim in flight is evicted only when no confirmed id is left, since
+// dropping it lets a concurrent duplicate run at once.
 func (s *Memory) add(key string) *entry {
 	var e *entry
 	switch {
+	case len(s.entries) >= s.max && s.lapsed.head != nil:
+		e = s.drop(s.lapsed.head)
 	case len(s.entries) >= s.max:
 		victim := s.confirmed.head
 		if victim == nil {
@@ -223,7 +249,10 @@ func (s *Memory) recycle(e *entry) {
 }
 
 func (s *Memory) listOf(e *entry) *list {
-	if e.confirmed {
+	switch e.state {
+	case lapsed:
+		return &s.lapsed
+	case confirmed:
 		return &s.confirmed
 	}
 	return &s.pending
@@ -232,10 +261,20 @@ func (s *Memory) listOf(e *entry) *list {
 // entry is one id, linked into the list of its state.
 type entry struct {
 	id         string
-	expires    int64 // nanoseconds on the store's clock
-	confirmed  bool
+	expires    int64 // nanoseconds on the store's clock: lease or retention end
+	claims     int32 // claims neither confirmed nor released; 0 once confirmed
+	state      state
 	prev, next *entry
 }
+
+// state is where an entry is: which list, and what its expires means.
+type state uint8
+
+const (
+	pending   state = iota // claimed, within its lease
+	lapsed                 // claimed, its lease ended, not yet settled
+	confirmed              // confirmed, within the retention
+)
 
 // list is an intrusive doubly linked list of entries, oldest at head.
 type list struct{ head, tail *entry }

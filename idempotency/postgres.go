@@ -2,8 +2,10 @@ package idempotency
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,13 +28,28 @@ import (
 //
 // The table's id column holds each id's [Key]: the id itself for the
 // usual ones, a SHA-256 for ids that PostgreSQL could not index or store
-// as text. Every call takes its id as a bound parameter, never as SQL.
+// as text. Every call takes its id as a bound parameter, never as SQL. Its
+// owner column marks each claim with a random token of the store that
+// made it, so that a Release deletes only its own store's claim: see
+// [Postgres.Release].
 type Postgres struct {
 	pool      *pgxpool.Pool
 	q         queries
 	lease     int64 // microseconds
 	retention int64 // microseconds
 	now       func() time.Time
+	owner     string // this store's token in the owner column of its claims
+
+	mu sync.Mutex
+	// held counts, by key, the claims this store made that are neither
+	// confirmed nor released. A claim never settled (a caller that breaks
+	// the Store contract, or a handler that never returns) leaves its key
+	// here until the id is confirmed, which may be never: a few dozen bytes
+	// each, and until then a Release of that id leaves it to its lease, the
+	// safe direction. Expiring entries by age would be wrong: a claimer
+	// past its lease is exactly the one whose late Release must not free
+	// the claim that took over.
+	held map[string]int
 }
 
 var _ Store = (*Postgres)(nil)
@@ -63,12 +80,18 @@ func NewPostgres(pool *pgxpool.Pool, opts ...PostgresOption) (*Postgres, error) 
 		lease:     cfg.lease.Microseconds(),
 		retention: cfg.retention.Microseconds(),
 		now:       cfg.now,
+		owner:     rand.Text(),
+		held:      make(map[string]int),
 	}, nil
 }
 
 // CreateTableSQL returns the statements that create the table and its
 // indexes if they do not exist, for a migration. pgx runs them in one Exec
-// call with no arguments.
+// call with no arguments. They also bring a table made by an older
+// version up to date, by adding its owner column if it lacks one: run
+// them again before deploying a version that has it, or every claim fails
+// on the missing column. Rows the older version claimed keep their leases
+// and can no longer be released, only outlived.
 func (s *Postgres) CreateTableSQL() string { return s.q.create }
 
 // Claim implements [Store]. One INSERT ... ON CONFLICT DO UPDATE takes a
@@ -90,6 +113,11 @@ func (s *Postgres) Claim(ctx context.Context, id string) (ClaimResult, error) {
 	r, err := s.claim(ctx, s.pool, s.q.claim, key, true)
 	if err != nil {
 		return 0, fmt.Errorf("acemq: idempotency claim of %s: %w", quoteID(id), err)
+	}
+	if r == Claimed {
+		s.mu.Lock()
+		s.held[key]++
+		s.mu.Unlock()
 	}
 	return r, nil
 }
@@ -133,11 +161,11 @@ type querier interface {
 
 // claim runs the claim statement sql on q and, when it is refused, reads
 // the row that refused it. The claim statements take $1 id, $2 clock, $3
-// retention and, with a lease, $4 lease.
+// retention and, with a lease, $4 lease and $5 owner.
 func (s *Postgres) claim(ctx context.Context, q querier, sql, key string, withLease bool) (ClaimResult, error) {
 	for range claimRounds {
 		now := s.clock()
-		args := []any{key, now, s.retention, s.lease}
+		args := []any{key, now, s.retention, s.lease, s.owner}
 		if !withLease {
 			args = args[:3]
 		}
@@ -168,29 +196,62 @@ func (s *Postgres) claim(ctx context.Context, q querier, sql, key string, withLe
 }
 
 // Confirm implements [Store]. It records id as handled even if its claim
-// was lost meanwhile.
+// was lost meanwhile. It settles every claim of id this store holds: the
+// work is done, so none of them has anything left to release.
 func (s *Postgres) Confirm(ctx context.Context, id string) error {
 	key, err := Key(id)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	delete(s.held, key)
+	s.mu.Unlock()
 	if _, err := s.pool.Exec(ctx, s.q.confirm, key, s.clock()); err != nil {
 		return fmt.Errorf("acemq: idempotency confirm of %s: %w", quoteID(id), err)
 	}
 	return nil
 }
 
-// Release implements [Store]: it deletes the claim on id unless the id was
-// confirmed.
+// Release implements [Store]: it deletes the claim on id if that claim is
+// still this store's and unconfirmed. A claim whose lease ended may have
+// been taken over by another instance, whose work is running: its row
+// carries that instance's owner, and stays.
+//
+// The calls carry only the id, so one store cannot tell its own claimers of
+// an id apart. While two of them are unsettled (one whose lease ended and
+// one that took over from it) a Release cannot know whose claim it ends,
+// and frees nothing: the id stays held until the newer lease ends, or the
+// last of them is released or the id confirmed. A Release of an id this
+// store holds no claim on does nothing, without a round trip.
 func (s *Postgres) Release(ctx context.Context, id string) error {
 	key, err := Key(id)
 	if err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, s.q.release, key); err != nil {
+	if !s.settle(key) {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, s.q.release, key, s.owner); err != nil {
 		return fmt.Errorf("acemq: idempotency release of %s: %w", quoteID(id), err)
 	}
 	return nil
+}
+
+// settle counts one claim of key as settled and reports whether it was the
+// only one this store held.
+func (s *Postgres) settle(key string) (last bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch n := s.held[key]; n {
+	case 0:
+		return false
+	case 1:
+		delete(s.held, key)
+		return true
+	default:
+		s.held[key] = n - 1
+		return false
+	}
 }
 
 // Cleanup deletes the ids confirmed longer ago than the retention and the

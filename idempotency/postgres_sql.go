@@ -48,9 +48,11 @@ func newQueries(name string) (queries, error) {
 	leaseIdx := pgx.Identifier{table + "_lease_until_idx"}.Sanitize()
 	confirmedIdx := pgx.Identifier{table + "_confirmed_at_idx"}.Sanitize()
 
-	// In claim, claimTx and confirm: $1 id, $2 clock, $3 retention, $4 lease.
-	// A row is claimable again once its lease has ended or its retention
-	// has passed; excluded.claimed_at is the time of the new claim.
+	// In claim, claimTx and confirm: $1 id, $2 clock, $3 retention; in
+	// claim, $4 lease and $5 owner. A row is claimable again once its lease
+	// has ended or its retention has passed; excluded.claimed_at is the
+	// time of the new claim. A claim takes the row's owner with it: claimTx
+	// clears it, since its row is confirmed and no one's to release.
 	const claimable = `
 WHERE (c.confirmed_at IS NULL AND c.lease_until <= excluded.claimed_at)
    OR c.confirmed_at <= excluded.claimed_at - $3::bigint * interval '1 microsecond'
@@ -61,17 +63,21 @@ RETURNING true`
 	claimed_at   timestamptz NOT NULL,
 	lease_until  timestamptz,
 	confirmed_at timestamptz,
+	owner        text,
 	CHECK ((lease_until IS NULL) <> (confirmed_at IS NULL))
 );
+ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS owner text;
 CREATE INDEX IF NOT EXISTS ` + leaseIdx + ` ON ` + t + ` (lease_until) WHERE lease_until IS NOT NULL;
 CREATE INDEX IF NOT EXISTS ` + confirmedIdx + ` ON ` + t + ` (confirmed_at);
 `,
-		claim: `INSERT INTO ` + t + ` AS c (id, claimed_at, lease_until)
-VALUES ($1, ` + clock(2) + `, ` + clock(2) + ` + $4::bigint * interval '1 microsecond')
-ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = excluded.lease_until, confirmed_at = NULL` + claimable,
+		claim: `INSERT INTO ` + t + ` AS c (id, claimed_at, lease_until, owner)
+VALUES ($1, ` + clock(2) + `, ` + clock(2) + ` + $4::bigint * interval '1 microsecond', $5)
+ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = excluded.lease_until, confirmed_at = NULL,
+	owner = excluded.owner` + claimable,
 		claimTx: `INSERT INTO ` + t + ` AS c (id, claimed_at, confirmed_at)
 VALUES ($1, ` + clock(2) + `, ` + clock(2) + `)
-ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = NULL, confirmed_at = excluded.confirmed_at` + claimable,
+ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = NULL, confirmed_at = excluded.confirmed_at,
+	owner = NULL` + claimable,
 		// $1 id, $2 clock, $3 retention: the row that refused a claim, as
 		// (confirmed, holds). holds is the negation of claimable above (the
 		// CHECK makes exactly one of lease_until and confirmed_at set); a
@@ -82,7 +88,8 @@ FROM ` + t + ` WHERE id = $1`,
 		confirm: `INSERT INTO ` + t + ` (id, claimed_at, confirmed_at)
 VALUES ($1, ` + clock(2) + `, ` + clock(2) + `)
 ON CONFLICT (id) DO UPDATE SET lease_until = NULL, confirmed_at = excluded.confirmed_at`,
-		release: `DELETE FROM ` + t + ` WHERE id = $1 AND confirmed_at IS NULL`,
+		// $1 id, $2 owner: only a claim that is still this store's goes.
+		release: `DELETE FROM ` + t + ` WHERE id = $1 AND confirmed_at IS NULL AND owner = $2`,
 		// $1 clock, $2 retention.
 		cleanup: `DELETE FROM ` + t + `
 WHERE lease_until <= ` + clock(1) + `

@@ -35,7 +35,12 @@ type Store interface {
 	Confirm(ctx context.Context, id string) error
 	// Release forgets an unconfirmed claim on id, so that the retry of a
 	// failed attempt is not mistaken for one in progress. Releasing an id
-	// that was confirmed, or never claimed, does nothing.
+	// that was confirmed, or never claimed, does nothing. Nor does a
+	// Release whose claim's lease ended and was taken over by another: that
+	// claim's work may be running, and freeing the id would let a third
+	// run it again at the same time. A store errs towards holding the id
+	// until a lease ends, never towards freeing a claim that is not the
+	// caller's.
 	Release(ctx context.Context, id string) error
 }
 

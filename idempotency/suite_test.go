@@ -104,6 +104,25 @@ func runStoreSuite(t *testing.T, newStore newStoreFunc) {
 		{"retention counts from the confirm", []step{
 			claimed("a"), after(suiteLease - time.Second), confirmed("a"), justBefore(suiteRetention), done("a"),
 		}},
+		// A's lease ends while its handler still runs and B takes the id
+		// over. A's Release must not free B's claim: a third claimer would
+		// run the work while B still does.
+		{"a release after the lease ended leaves the claim that took over", []step{
+			claimed("a"), after(suiteLease), claimed("a"), released("a"), inProgress("a"), confirmed("a"), done("a"),
+		}},
+		{"the claim that took over still ends with its lease", []step{
+			claimed("a"), after(suiteLease), claimed("a"), released("a"),
+			justBefore(suiteLease), inProgress("a"), after(time.Microsecond), claimed("a"), inProgress("a"),
+		}},
+		{"the id is free once both claims are released", []step{
+			claimed("a"), after(suiteLease), claimed("a"), released("a"), released("a"), claimed("a"), inProgress("a"),
+		}},
+		{"a late confirm after a takeover outlasts the other release", []step{
+			claimed("a"), after(suiteLease), claimed("a"), confirmed("a"), released("a"), done("a"),
+		}},
+		{"a release after the lease ended, with no takeover, frees the id", []step{
+			claimed("a"), after(suiteLease), released("a"), claimed("a"), inProgress("a"),
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
