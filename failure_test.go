@@ -94,8 +94,58 @@ func (n nackingTransport) Publish(ctx context.Context, p transport.Publishing) (
 	return n.Conn.Publish(ctx, p)
 }
 
-// TestRepublishNotConfirmed: a nack rejects the original without requeue;
-// an unknown outcome gives it back (a duplicate, never a loss).
+// flakyTransport nacks the first nacks publishes to one queue, then lets
+// them through: a quorum queue electing a leader.
+type flakyTransport struct {
+	*memory.Conn
+	queue string
+	nacks atomic.Int32
+}
+
+func (f *flakyTransport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	if p.RoutingKey == f.queue && f.nacks.Add(-1) >= 0 {
+		return transport.Confirmation{}, transport.ErrNacked
+	}
+	return f.Conn.Publish(ctx, p)
+}
+
+// TestRepublishNackedThenTaken: a nack is tried again, held off the
+// worker, and the copy that gets through settles the original as usual.
+func TestRepublishNackedThenTaken(t *testing.T) {
+	t.Parallel()
+	broker := memory.New()
+	conn := broker.Connect()
+	t.Cleanup(func() { conn.Close() })
+	tr := &flakyTransport{Conn: conn, queue: "q.dlq"}
+	tr.nacks.Store(3)
+	h := &recorder{answer: func(m *acemq.Message) ack.Ack {
+		if string(m.Body()) == `{"fail":true}` {
+			return ack.DeadLetter(errors.New("no"))
+		}
+		return ack.Accept()
+	}}
+	f := startOn(t, broker, &acemq.Server{Transport: tr, Concurrency: 1}, map[string]acemq.Handler{"q": h})
+	f.publish("q", `{"fail":true}`, nil)
+	// The only worker is free while the copy is held: the next message
+	// is handled meanwhile.
+	f.publish("q", "{}", nil)
+	f.eventually("the next message handled", func() bool { return h.count() == 2 })
+	d := f.only("q.dlq")
+	if got := d.Headers[acemq.HeaderError]; got != "the handler rejected it: no" {
+		t.Errorf("dead letter reason %v", got)
+	}
+	f.eventually("the original acked", func() bool { return broker.Unacked("q") == 0 && broker.Depth("q") == 0 })
+	if got := f.counter(acemq.MetricSetAsideFailed, nil); got != 0 {
+		t.Errorf("set.aside.failed = %d, want 0", got)
+	}
+	if got := f.counter(acemq.MetricDeadLettered, nil); got != 1 {
+		t.Errorf("dead.lettered = %d, want 1", got)
+	}
+}
+
+// TestRepublishNotConfirmed: a nack on every try rejects the original
+// without requeue; an unknown outcome gives it back (a duplicate, never a
+// loss).
 func TestRepublishNotConfirmed(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

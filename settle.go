@@ -86,8 +86,8 @@ func (c *consumer) waitInProcess(d transport.Delivery, m *Message, delay time.Du
 		case <-c.e.flushWaits:
 		}
 		routed, outcome := c.publishCopy(m, d, c.name, m.Attempt()+1, "")
-		if outcome == hopBlocked {
-			routed, outcome = c.publishWhenUnblocked(m, d, c.name, m.Attempt()+1, "")
+		if outcome.passing() {
+			routed, outcome = c.publishAgain(m, d, c.name, m.Attempt()+1, "", outcome)
 		}
 		c.finishHop(d, m, c.name, routed, outcome, nil)
 	}()
@@ -101,43 +101,72 @@ func (c *consumer) setAside(d transport.Delivery, m *Message, a ack.Ack, dest st
 	})
 }
 
-// hop publishes the copy and hands the result to then. A broker that blocks
-// publishes (a memory or disk alarm) refuses at once: giving the original
-// back would bring it straight round again, a hot loop at the head of the
-// queue. So the delivery is held, off the worker (prefetch bounds how many),
-// until the alarm clears, the publish timeout passes or shutdown cuts it off;
-// meanwhile the workers go on with messages that need no publish.
+// hop publishes the copy and hands the result to then. Two refusals may
+// pass, and are tried again before they count:
+//
+//   - A broker that blocks publishes (a memory or disk alarm) refuses at
+//     once. Giving the original back would bring it straight round again, a
+//     hot loop at the head of the queue.
+//   - A nack. RabbitMQ nacks a publish its queue could not take just then:
+//     a quorum queue electing a new leader, a queue process that crashed
+//     and is restarting. Taking the first nack as final would reject the
+//     original, and a source queue without dead-lettering of its own would
+//     lose it.
+//
+// So the delivery is held, off the worker (prefetch bounds how many), and
+// the copy published again with backoff: while blocked, until the alarm
+// clears, the publish timeout passes or shutdown cuts it off; while nacked,
+// up to nackRetries more times, after which the nack is the broker's
+// answer. Meanwhile the workers go on with messages that need no publish.
 func (c *consumer) hop(m *Message, d transport.Delivery, queue string, attempt int, reason string, then func(routed bool, outcome hopOutcome)) {
 	routed, outcome := c.publishCopy(m, d, queue, attempt, reason)
-	if outcome != hopBlocked {
+	if !outcome.passing() {
 		then(routed, outcome)
 		return
 	}
-	c.e.log.Warn("acemq: the broker is blocking publishes; holding the message until it clears",
-		zap.String("queue", c.name), zap.String("id", m.ID()), zap.String("to", queue))
+	what := "the broker is blocking publishes; holding the message until it clears"
+	if outcome == hopRefused {
+		what = "the broker nacked the copy; holding the message to publish it again"
+	}
+	c.e.log.Warn("acemq: "+what, zap.String("queue", c.name), zap.String("id", m.ID()), zap.String("to", queue))
 	c.e.waits.Add(1)
 	go func() {
 		defer c.e.waits.Done()
-		then(c.publishWhenUnblocked(m, d, queue, attempt, reason))
+		then(c.publishAgain(m, d, queue, attempt, reason, outcome))
 	}()
 }
 
-// publishWhenUnblocked retries a blocked publish with backoff until it is
-// not blocked any more, the publish timeout passes or the drain gives up.
-// Still blocked then, the outcome is unknown: the original goes back.
-func (c *consumer) publishWhenUnblocked(m *Message, d transport.Delivery, queue string, attempt int, reason string) (bool, hopOutcome) {
+// nackRetries is how many times a nacked copy is published again before
+// the nack counts as a refusal. With the backoff of publishAgain the last
+// try comes 2.5 s after the first nack, time enough for a quorum queue to
+// elect a leader.
+const nackRetries = 6
+
+// publishAgain publishes a copy whose publish was blocked or nacked
+// (outcome) again, with backoff, until it is neither, the publish timeout
+// passes, nackRetries nacks more have come, or the drain gives up. Still
+// blocked at the end, the outcome is unknown: the original goes back.
+// Still nacked, it is refused.
+func (c *consumer) publishAgain(m *Message, d transport.Delivery, queue string, attempt int, reason string, outcome hopOutcome) (bool, hopOutcome) {
 	deadline := time.Now().Add(c.publishTimeout())
+	nacks := 0
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if outcome == hopRefused {
+			if nacks++; nacks > nackRetries {
+				return false, hopRefused
+			}
+		}
 		select {
 		case <-time.After(wait):
 		case <-c.e.abandon:
 			return false, hopUnknown
 		}
-		routed, outcome := c.publishCopy(m, d, queue, attempt, reason)
-		if outcome != hopBlocked {
+		var routed bool
+		routed, outcome = c.publishCopy(m, d, queue, attempt, reason)
+		if !outcome.passing() {
 			return routed, outcome
 		}
-		if time.Now().After(deadline) {
+		if outcome == hopBlocked && time.Now().After(deadline) {
 			return false, hopUnknown
 		}
 	}
@@ -159,10 +188,10 @@ func (c *consumer) finishHop(d transport.Delivery, m *Message, dest string, rout
 	c.ack(d)
 }
 
-// hopFailed handles a copy that was not safely delivered. Refused (nacked,
-// or reached no queue): reject the original without requeue, so the queue's
-// own dead-lettering is the last resort, and count it. Unknown: give the
-// original back; a duplicate, never a loss.
+// hopFailed handles a copy that was not safely delivered. Refused (nacked
+// on every try, or reached no queue): reject the original without requeue,
+// so the queue's own dead-lettering is the last resort, and count it.
+// Unknown: give the original back; a duplicate, never a loss.
 func (c *consumer) hopFailed(d transport.Delivery, m *Message, dest string, outcome hopOutcome, a *ack.Ack) {
 	fields := []zap.Field{zap.String("queue", c.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.String("to", dest)}
 	if a != nil {
@@ -194,6 +223,10 @@ const (
 	hopUnknown                   // no confirm: channel closed, timeout, transport error
 	hopBlocked                   // the broker blocks publishes: try again once it clears
 )
+
+// passing says whether the outcome may change if the copy is published
+// again a little later.
+func (o hopOutcome) passing() bool { return o == hopBlocked || o == hopRefused }
 
 func (c *consumer) publishTimeout() time.Duration {
 	if c.e.s.PublishTimeout > 0 {
