@@ -26,8 +26,8 @@ import (
 // that come after them, except claims whose lease ended, which are kept
 // until they are settled ([Memory.Release] says why). It is safe for
 // concurrent use. Its calls never block and never look at their context;
-// the only error they return is [ErrEmptyID]. Ids are filed under their [Key], so a long id costs no
-// more than 71 bytes.
+// the only error they return is [ErrEmptyID]. Ids are filed under their
+// [Key], so a long id costs no more than 71 bytes.
 type Memory struct {
 	retention int64 // nanoseconds
 	lease     int64 // nanoseconds
