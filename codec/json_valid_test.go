@@ -1,7 +1,9 @@
 package codec
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -59,6 +61,24 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 	for b.Loop() {
 		if !json.Valid(d) {
 			b.Fatal("invalid")
+		}
+	}
+}
+
+// TestPlainWord holds the eight-byte test to the byte table, on words
+// built from the bytes at the edges of what a string may hold as it is.
+func TestPlainWord(t *testing.T) {
+	edges := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', '#', '[', '\\', ']', 'a', 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		var w [8]byte
+		want := true
+		for i := range w {
+			w[i] = edges[r.IntN(len(edges))]
+			want = want && plain[w[i]]
+		}
+		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("plainWord(% x) = %t, want %t", w, got, want)
 		}
 	}
 }
