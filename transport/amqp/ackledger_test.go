@@ -105,28 +105,29 @@ func TestAckLedgerFrames(t *testing.T) {
 		name     string
 		prefetch int
 		steps    []step
-		want     []string
+		want     []string // sent by the steps
+		flushed  []string // then sent by the flush
 	}{
-		{"in order, each at the head", 100, acks(1, 2, 3), []string{"ack 1 multiple=true", "ack 2 multiple=true", "ack 3 multiple=true"}},
-		{"behind the head, then the head", 100, acks(2, 3, 4, 1), []string{"ack 4 multiple=true"}},
-		{"the run stops at a gap", 100, acks(2, 4, 1), []string{"ack 2 multiple=true"}},
-		{"a reject goes alone, before the ack that passes it", 100,
+		{"acks wait for each other", 100, acks(1, 2, 3), nil, []string{"ack 3 multiple=true"}},
+		{"behind the head, then the head", 100, acks(2, 3, 4, 1), nil, []string{"ack 4 multiple=true"}},
+		{"a quarter of the prefetch goes at once", 12, acks(1, 2, 3, 4), []string{"ack 3 multiple=true"}, []string{"ack 4 multiple=true"}},
+		{"the run stops at a gap", 100, acks(2, 4, 1), nil, []string{"ack 2 multiple=true", "ack 4 multiple=false"}},
+		{"a reject goes alone, at once, and first", 100,
 			[]step{{tag: 2}, {tag: 3, reject: true}, {tag: 4}, {tag: 1}},
-			[]string{"reject 3 requeue=false", "ack 4 multiple=true"}},
+			[]string{"reject 3 requeue=false"}, []string{"ack 4 multiple=true"}},
 		{"a requeue goes alone", 100,
 			[]step{{tag: 1, reject: true, requeue: true}, {tag: 2}},
-			[]string{"reject 1 requeue=true", "ack 2 multiple=true"}},
-		{"a run of rejects moves the head", 100,
-			[]step{{tag: 2}, {tag: 1, reject: true}},
-			[]string{"reject 1 requeue=false", "ack 2 multiple=true"}},
-		{"too many waiting behind the head go alone", 8, acks(2, 3, 1),
-			[]string{"ack 2 multiple=false", "ack 3 multiple=false", "ack 1 multiple=true"}},
+			[]string{"reject 1 requeue=true"}, []string{"ack 2 multiple=true"}},
+		{"three quarters of the prefetch behind the head go alone", 8, acks(2, 3, 4, 5, 6, 7, 1),
+			[]string{"ack 2 multiple=false", "ack 3 multiple=false", "ack 4 multiple=false", "ack 5 multiple=false", "ack 6 multiple=false", "ack 7 multiple=false"},
+			[]string{"ack 1 multiple=true"}},
+		{"the head goes at a quarter, what waits behind the gap stays", 12, acks(1, 2, 4, 5),
+			[]string{"ack 2 multiple=true"}, []string{"ack 4 multiple=false", "ack 5 multiple=false"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newTagBroker(10)
 			l := held(b, tt.prefetch)
-			defer l.close()
 			for _, s := range tt.steps {
 				var err error
 				if s.reject {
@@ -141,41 +142,54 @@ func TestAckLedgerFrames(t *testing.T) {
 			if got := b.sentFrames(); !slices.Equal(got, tt.want) {
 				t.Fatalf("frames\n got %q\nwant %q", got, tt.want)
 			}
+			l.flush()
+			if got := b.sentFrames()[len(tt.want):]; !slices.Equal(got, tt.flushed) {
+				t.Fatalf("frames of the flush\n got %q\nwant %q", got, tt.flushed)
+			}
+			if b.protoErr != nil {
+				t.Fatal(b.protoErr)
+			}
 		})
 	}
 }
 
-// TestAckLedgerLingers: an ack behind a delivery that stays unsettled
-// (an in-process retry wait) is sent alone after the linger, without any
-// other settlement to carry it.
+// TestAckLedgerLingers: acks wait at most the linger for others, without
+// any other settlement to carry them: behind a delivery that stays
+// unsettled (an in-process retry wait) they go alone, and the head's go in
+// one multiple-ack once it settles.
 func TestAckLedgerLingers(t *testing.T) {
 	b := newTagBroker(3)
 	l := newAckLedger(b, 100)
 	l.linger = 5 * time.Millisecond
 	defer l.close()
-	if err := l.ack(2); err != nil {
-		t.Fatal(err)
+	for _, tag := range []uint64{2, 3} {
+		if err := l.ack(tag); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := l.ack(3); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(b.sentFrames()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	waitFrames := func(n int) []string {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(b.sentFrames()) < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		return b.sentFrames()
 	}
 	want := []string{"ack 2 multiple=false", "ack 3 multiple=false"}
-	if got := b.sentFrames(); !slices.Equal(got, want) {
+	if got := waitFrames(2); !slices.Equal(got, want) {
 		t.Fatalf("frames\n got %q\nwant %q", got, want)
 	}
-	if b.open[1] != true {
+	b.mu.Lock()
+	headOpen := b.open[1]
+	b.mu.Unlock()
+	if !headOpen {
 		t.Fatal("the unsettled head was settled")
 	}
-	// The head settles later: nothing is left to cover but itself.
 	if err := l.ack(1); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.sentFrames(); got[len(got)-1] != "ack 1 multiple=true" {
-		t.Fatalf("last frame %q, want ack 1", got[len(got)-1])
+	want = append(want, "ack 1 multiple=true")
+	if got := waitFrames(3); !slices.Equal(got, want) {
+		t.Fatalf("frames\n got %q\nwant %q", got, want)
 	}
 }
 

@@ -32,13 +32,18 @@
 // Each subscription has its own channel, with basic.qos set to its
 // prefetch; deliveries are settled on the channel they arrived on. Acks
 // are folded into multiple-acks, which costs the broker's queue process
-// less per message: an ack joins one only once every older delivery on the
-// channel is settled, so a multiple-ack never covers a delivery its handler
-// has not finished with. An ack behind a delivery still being handled waits
-// at most a millisecond (or until a quarter of the prefetch is waiting),
-// then goes alone; rejects always go alone; Close sends the acks still
-// waiting before it closes the channel. Each Declare and each Inspect runs on a short-lived
-// channel of its own, so that a refusal (404 transport.ErrNotFound, 403
+// far less than an ack frame per message: acks wait up to a millisecond,
+// or until a quarter of the prefetch is waiting, and then one frame
+// settles the run of settled deliveries at the head of the channel. A
+// multiple-ack never covers a delivery its handler has not finished with:
+// an ack behind one still unsettled waits for it, and goes alone if it
+// stays unsettled a whole millisecond more (a message waiting in the
+// process) or three quarters of the prefetch waits behind it. Rejects
+// always go alone, at once. Close sends the acks still waiting before it
+// closes the channel.
+//
+// Each Declare and each Inspect runs on a short-lived channel of its own,
+// so that a refusal (404 transport.ErrNotFound, 403
 // transport.ErrAccessRefused, 406 transport.ErrPreconditionFailed) closes
 // only that channel.
 //
