@@ -28,6 +28,10 @@ type confirmCh struct {
 	pending map[uint64]bool  // publishes in flight → returned
 	closes  chan *amqp.Error // why the channel closed, sent before confirms resolve
 	reason  *amqp.Error
+
+	inFlight atomic.Int64 // publishes sent and not yet settled
+	retired  atomic.Bool  // no new publishes: close once inFlight is 0
+	closing  sync.Once
 }
 
 func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*confirmCh, error) {
@@ -133,8 +137,19 @@ func returnSeq(h amqp.Table) (uint64, bool) {
 	}
 }
 
+// begin counts a publish about to be sent on c.
+func (c *confirmCh) begin() { c.inFlight.Add(1) }
+
+// end counts a publish on c settled, and closes c with close if it was
+// the last on a retired channel.
+func (c *confirmCh) end(close func(*confirmCh)) {
+	if c.inFlight.Add(-1) == 0 && c.retired.Load() {
+		c.closing.Do(func() { close(c) })
+	}
+}
+
 // slot holds one position of the publish pool: a confirm channel that is
-// reopened when it dies.
+// reopened when it dies or is retired.
 type slot struct {
 	lock chan struct{} // a mutex that honours ctx while a channel opens
 	cur  atomic.Pointer[confirmCh]
@@ -162,4 +177,19 @@ func (s *slot) get(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*c
 	}
 	s.cur.Store(c)
 	return c, nil
+}
+
+// retire takes c out of the slot after a nack, so that the next publish
+// opens a new channel, and closes c with close once its last publish in
+// flight has settled. RabbitMQ nacks when a queue could not take a
+// message, which is usually passing; but a channel that was opened while
+// a quorum queue elected its leader can go on nacking every publish
+// (RabbitMQ 3.10, seen in a three-node cluster whose leader was killed)
+// while a new channel on the same node publishes fine.
+func (s *slot) retire(c *confirmCh, close func(*confirmCh)) {
+	s.cur.CompareAndSwap(c, nil)
+	c.retired.Store(true)
+	if c.inFlight.Load() == 0 {
+		c.closing.Do(func() { close(c) })
+	}
 }

@@ -57,7 +57,10 @@
 // which the transport adds to every mandatory message and strips from every
 // delivery:
 // the message's own MessageID and headers stay the user's. A nack is
-// transport.ErrNacked; a confirm that did not come (the channel closed, ctx
+// transport.ErrNacked, and retires its channel: the next publish opens a
+// new one, and the old closes once its publishes in flight have settled
+// (a channel opened while a quorum queue elects its leader can go on
+// nacking what a new channel publishes fine). A confirm that did not come (the channel closed, ctx
 // ended, WithConfirmTimeout passed) is transport.ErrUnconfirmed: the
 // message may or may not have been stored, so never ack its source on it.
 //

@@ -32,8 +32,11 @@ type publisher struct {
 	seq            atomic.Uint64
 	next           atomic.Uint64
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	retiring sync.WaitGroup // closes of retired channels, ended by the connection's close
+	retireMu sync.Mutex
+	finished bool // waitRetired has begun: close retired channels in place
 }
 
 func newPublisher(conn *amqpconn.Conn, cfg config) *publisher {
@@ -128,9 +131,11 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 			return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: open channel: %w", destination(pub), classify(err))
 		}
 		c.register(seq)
+		c.begin()
 		dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, pub.Exchange, pub.RoutingKey, pub.Mandatory, false, msg)
 		if err != nil {
 			c.forget(seq)
+			c.end(p.closeRetired)
 			if c.ch.IsClosed() && attempt < maxSendAttempts {
 				continue
 			}
@@ -139,8 +144,40 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 			}
 			return transport.Confirmation{}, unconfirmed(pub, classify(err))
 		}
-		return p.await(ctx, c, seq, dc, pub)
+		conf, err := p.await(ctx, c, seq, dc, pub)
+		if errors.Is(err, transport.ErrNacked) {
+			s.retire(c, p.closeRetired)
+		}
+		c.end(p.closeRetired)
+		return conf, err
 	}
+}
+
+// closeRetired closes a retired channel off the publishing goroutine: a
+// channel close waits for the broker, which may not answer while it
+// blocks the connection. Closing the connection ends the wait.
+func (p *publisher) closeRetired(c *confirmCh) {
+	p.retireMu.Lock()
+	if p.finished { // the connection is closed or closing: no wait
+		p.retireMu.Unlock()
+		closeChannel(c.ch)
+		return
+	}
+	p.retiring.Add(1)
+	p.retireMu.Unlock()
+	go func() {
+		defer p.retiring.Done()
+		closeChannel(c.ch)
+	}()
+}
+
+// waitRetired returns once the closes of retired channels have ended. Call
+// it after closing the connection, which ends them.
+func (p *publisher) waitRetired() {
+	p.retireMu.Lock()
+	p.finished = true
+	p.retireMu.Unlock()
+	p.retiring.Wait()
 }
 
 // await waits for the confirm of one publish.

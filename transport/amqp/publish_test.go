@@ -134,13 +134,56 @@ func TestPublishConcurrentCorrelation(t *testing.T) {
 	}
 }
 
+// TestPublishNacked: a nack is ErrNacked, and retires its channel: the
+// next publish goes out on a new one, and the old one is closed.
 func TestPublishNacked(t *testing.T) {
 	t.Parallel()
-	tr := dial(t)
-	q := declareQueue(t, tr, "full", map[string]any{"x-max-length": 0, "x-overflow": "reject-publish"})
-	_, err := tr.Publish(testCtx(t, 10*time.Second), transport.Publishing{RoutingKey: q, Mandatory: true, Body: []byte("x")})
+	tr := dial(t, WithPublishChannels(1))
+	ctx := testCtx(t, 10*time.Second)
+	full := declareQueue(t, tr, "full", map[string]any{"x-max-length": 0, "x-overflow": "reject-publish"})
+	_, err := tr.Publish(ctx, transport.Publishing{RoutingKey: full, Mandatory: true, Body: []byte("x")})
 	if !errors.Is(err, transport.ErrNacked) {
 		t.Fatalf("Publish to a full reject-publish queue = %v, want ErrNacked", err)
+	}
+	nacked := tr.pub.slots[0].cur.Load()
+	if nacked != nil {
+		t.Fatal("the nacked channel is still in the pool")
+	}
+	q := declareQueue(t, tr, "q", nil)
+	if conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true}); err != nil || !conf.Routed {
+		t.Fatalf("Publish after = %+v, %v", conf, err)
+	}
+	if tr.pub.slots[0].cur.Load() == nil {
+		t.Fatal("no new channel in the pool")
+	}
+}
+
+// TestRetiredChannelClosesWhenIdle: a retired channel stays open for the
+// publishes still in flight on it, and closes after the last.
+func TestRetiredChannelClosesWhenIdle(t *testing.T) {
+	t.Parallel()
+	tr := dial(t, WithPublishChannels(1))
+	ctx := testCtx(t, 10*time.Second)
+	s := tr.pub.slots[0]
+	c, err := s.get(ctx, tr.publish, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.begin() // a publish in flight
+	s.retire(c, tr.pub.closeRetired)
+	if c.ch.IsClosed() {
+		t.Fatal("closed with a publish in flight")
+	}
+	if s.cur.Load() != nil {
+		t.Fatal("still in the pool")
+	}
+	c.end(tr.pub.closeRetired)
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.ch.IsClosed() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !c.ch.IsClosed() {
+		t.Fatal("the retired channel was not closed after its last publish")
 	}
 }
 

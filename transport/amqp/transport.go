@@ -149,6 +149,7 @@ func (t *Transport) Close() error {
 	}
 	t.pub.close()
 	errs := []error{t.consume.Close(), t.publish.Close()}
+	t.pub.waitRetired()
 	t.wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("acemq: close: %w", err)
