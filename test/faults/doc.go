@@ -2,7 +2,8 @@
 // publishes a known set of messages, applies a fault (a broker restarted or
 // killed, a consumer killed, connections closed, a blocked connection, a
 // refused declaration, queues deleted, a user without configure rights, bad
-// input from a raw client) and accounts for every id: accepted by the
+// input from a raw client, a quorum queue's leader killed in a three-node
+// cluster) and accounts for every id: accepted by the
 // handler (and how often), in the .dlq, in .parked, still queued. Each
 // scenario prints one line
 //
