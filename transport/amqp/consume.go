@@ -122,12 +122,21 @@ func (s *subscription) Close() error {
 	<-s.done
 	s.rpc.Lock()
 	defer s.rpc.Unlock()
+	s.flushAcks()
 	s.mu.Lock()
-	ch, ledger := s.ch, s.ledger
+	ch := s.ch
 	s.mu.Unlock()
-	ledger.flush()
 	closeChannel(ch)
 	return nil
+}
+
+// flushAcks sends the acks waiting on the current channel and stops its
+// ledger.
+func (s *subscription) flushAcks() {
+	s.mu.Lock()
+	ledger := s.ledger
+	s.mu.Unlock()
+	ledger.flush()
 }
 
 // halt stops forwarding and any resubscribe in progress.

@@ -169,3 +169,49 @@ func TestCloseRequeuesUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseSendsWaitingAcks: acks waiting to share a multiple-ack are sent
+// before the channel closes, whether the subscription or the whole
+// transport is closed: an ack that returned nil is not redelivered after
+// a clean close.
+func TestCloseSendsWaitingAcks(t *testing.T) {
+	t.Parallel()
+	for _, closer := range []string{"subscription", "transport"} {
+		t.Run(closer, func(t *testing.T) {
+			t.Parallel()
+			admin := dial(t)
+			q := declareQueue(t, admin, "acks", nil)
+			ctx := testCtx(t, 20*time.Second)
+			publishN(t, admin, q, 0, 3)
+			tr := dial(t)
+			sub, err := tr.Consume(ctx, q, transport.ConsumeOptions{Prefetch: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := sub.(*subscription).ledger
+			l.mu.Lock()
+			l.linger = time.Hour // only the close can send them
+			l.mu.Unlock()
+			for range 3 {
+				if err := receive(t, sub, 5*time.Second).Ack(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if closer == "subscription" {
+				err = sub.Close()
+			} else {
+				err = tr.Close()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := admin.Inspect(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Messages != 0 {
+				t.Fatalf("%d messages back in the queue after acking all and closing", info.Messages)
+			}
+		})
+	}
+}

@@ -147,6 +147,10 @@ func (t *Transport) Close() error {
 	for _, s := range subs {
 		s.halt()
 	}
+	for _, s := range subs {
+		<-s.done
+		s.flushAcks() // before the connection goes, or they are redelivered
+	}
 	t.pub.close()
 	errs := []error{t.consume.Close(), t.publish.Close()}
 	t.pub.waitRetired()
