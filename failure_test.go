@@ -80,33 +80,24 @@ func TestDeadLetterQueueMissing(t *testing.T) {
 	}
 }
 
-// nackingTransport refuses or loses every publish to one queue.
-type nackingTransport struct {
+// refusingTransport answers publishes to one queue with refuse's error
+// instead of publishing them, while refuse returns one: a broker that
+// nacks, loses confirms or blocks publishes.
+type refusingTransport struct {
 	*memory.Conn
-	queue string
-	err   error
+	queue   string
+	refuse  func() error
+	refused atomic.Int64
 }
 
-func (n nackingTransport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
-	if p.RoutingKey == n.queue {
-		return transport.Confirmation{}, n.err
+func (r *refusingTransport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	if p.RoutingKey == r.queue {
+		if err := r.refuse(); err != nil {
+			r.refused.Add(1)
+			return transport.Confirmation{}, err
+		}
 	}
-	return n.Conn.Publish(ctx, p)
-}
-
-// flakyTransport nacks the first nacks publishes to one queue, then lets
-// them through: a quorum queue electing a leader.
-type flakyTransport struct {
-	*memory.Conn
-	queue string
-	nacks atomic.Int32
-}
-
-func (f *flakyTransport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
-	if p.RoutingKey == f.queue && f.nacks.Add(-1) >= 0 {
-		return transport.Confirmation{}, transport.ErrNacked
-	}
-	return f.Conn.Publish(ctx, p)
+	return r.Conn.Publish(ctx, p)
 }
 
 // TestRepublishNackedThenTaken: a nack is tried again, held off the
@@ -116,8 +107,14 @@ func TestRepublishNackedThenTaken(t *testing.T) {
 	broker := memory.New()
 	conn := broker.Connect()
 	t.Cleanup(func() { conn.Close() })
-	tr := &flakyTransport{Conn: conn, queue: "q.dlq"}
-	tr.nacks.Store(3)
+	var nacks atomic.Int32
+	nacks.Store(3) // a quorum queue electing a leader
+	tr := &refusingTransport{Conn: conn, queue: "q.dlq", refuse: func() error {
+		if nacks.Add(-1) >= 0 {
+			return transport.ErrNacked
+		}
+		return nil
+	}}
 	h := &recorder{answer: func(m *acemq.Message) ack.Ack {
 		if string(m.Body()) == `{"fail":true}` {
 			return ack.DeadLetter(errors.New("no"))
@@ -168,7 +165,7 @@ func TestRepublishNotConfirmed(t *testing.T) {
 			}}
 			conn := broker.Connect()
 			t.Cleanup(func() { conn.Close() })
-			f := startOn(t, broker, &acemq.Server{Transport: nackingTransport{conn, "q.dlq", tt.err}}, map[string]acemq.Handler{"q": h})
+			f := startOn(t, broker, &acemq.Server{Transport: &refusingTransport{Conn: conn, queue: "q.dlq", refuse: func() error { return tt.err }}}, map[string]acemq.Handler{"q": h})
 			f.publish("q", "{}", nil)
 			if tt.requeued {
 				f.eventually("redelivered and accepted", func() bool { return h.count() == 2 && broker.Unacked("q") == 0 })
@@ -316,23 +313,6 @@ func TestCompetingServers(t *testing.T) {
 	}
 }
 
-// blockedTransport refuses publishes to one queue as a blocked broker does,
-// until unblocked.
-type blockedTransport struct {
-	*memory.Conn
-	queue   string
-	blocked atomic.Bool
-	refused atomic.Int64
-}
-
-func (b *blockedTransport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
-	if p.RoutingKey == b.queue && b.blocked.Load() {
-		b.refused.Add(1)
-		return transport.Confirmation{}, fmt.Errorf("acemq: publish: %w", transport.ErrBlocked)
-	}
-	return b.Conn.Publish(ctx, p)
-}
-
 // TestBlockedBrokerHoldsTheMessage: a dead letter whose publish the broker
 // blocks is held until the alarm clears, not given back into a hot loop.
 func TestBlockedBrokerHoldsTheMessage(t *testing.T) {
@@ -340,8 +320,14 @@ func TestBlockedBrokerHoldsTheMessage(t *testing.T) {
 	broker := memory.New()
 	conn := broker.Connect()
 	t.Cleanup(func() { conn.Close() })
-	bt := &blockedTransport{Conn: conn, queue: "q.dlq"}
-	bt.blocked.Store(true)
+	var blocked atomic.Bool
+	blocked.Store(true)
+	bt := &refusingTransport{Conn: conn, queue: "q.dlq", refuse: func() error {
+		if blocked.Load() {
+			return fmt.Errorf("acemq: publish: %w", transport.ErrBlocked)
+		}
+		return nil
+	}}
 	h := &recorder{answer: func(m *acemq.Message) ack.Ack {
 		if string(m.Body()) == "ok" {
 			return ack.Accept()
@@ -357,7 +343,7 @@ func TestBlockedBrokerHoldsTheMessage(t *testing.T) {
 	if f.broker.Unacked("q") != 1 {
 		t.Fatalf("%d unacked, want the one held", f.broker.Unacked("q"))
 	}
-	bt.blocked.Store(false)
+	blocked.Store(false)
 	f.only("q.dlq")
 	f.eventually("original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
 	if h.count() != 2 {
