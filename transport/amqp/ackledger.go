@@ -51,6 +51,7 @@ type ackLedger struct {
 	base    uint64      // the tag of marks[0]: every tag below it is settled
 	marks   []ackMark   // from base upwards; tags beyond are unsettled
 	waiting int         // ackWanted marks
+	lowAck  uint64      // the lowest tag marked ackWanted since acks last went alone, 0 for none
 	rejects []ackFrame  // rejects to send, in the order they were asked
 	sending bool        // a caller is sending frames
 	idle    sync.Cond   // signalled when sending ends
@@ -152,6 +153,9 @@ func (l *ackLedger) mark(tag uint64, m ackMark) {
 	l.marks[i] = m
 	if m == ackWanted {
 		l.waiting++
+		if l.lowAck == 0 || tag < l.lowAck {
+			l.lowAck = tag
+		}
 	}
 }
 
@@ -206,7 +210,9 @@ func (l *ackLedger) plan() []ackFrame {
 		n++
 	}
 	behind, from := l.waiting-acks, n // the acks after the run, and where
-	if n > 0 && (acks == 0 || l.due || l.waiting >= l.hold) {
+	// A long run (its acks went alone while its head waited) goes at once,
+	// or each settlement would walk it again.
+	if n > 0 && (acks == 0 || l.due || l.waiting >= l.hold || n >= 4*l.hold) {
 		l.marks = l.marks[n:]
 		l.base += uint64(n)
 		l.waiting -= acks
@@ -221,6 +227,13 @@ func (l *ackLedger) plan() []ackFrame {
 	// prefetch: a handler held up that long (descheduled on a busy machine)
 	// would otherwise stall the channel.
 	if behind > 0 && (l.stuck || behind >= 3*l.hold) {
+		// Every ackWanted after the run was marked since acks last went
+		// alone, all of them then: start at the lowest, not at the run,
+		// which a delivery held for long keeps at the head while the
+		// channel delivers on.
+		if l.lowAck > l.base+uint64(from) {
+			from = int(l.lowAck - l.base)
+		}
 		for i := from; i < len(l.marks); i++ {
 			if l.marks[i] == ackWanted {
 				frames = append(frames, ackFrame{tag: l.base + uint64(i)})
@@ -228,6 +241,7 @@ func (l *ackLedger) plan() []ackFrame {
 			}
 		}
 		l.waiting -= behind
+		l.lowAck = 0
 	}
 	l.due, l.stuck = false, false
 	if len(l.marks) == 0 && cap(l.marks) > 1024 {
