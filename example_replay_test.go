@@ -51,7 +51,7 @@ func ExampleReplay() {
 	}
 	fmt.Println(res)
 	for _, d := range b.Peek("shipping.orders") {
-		env := acemq.NewMessage(d.Queue, d.Body, d.Headers).Envelope()
+		env := acemq.EnvelopeOf(d)
 		fmt.Printf("back in shipping.orders: %s, attempt %d\n", env.ID, env.Attempt)
 	}
 	for _, d := range b.Peek("shipping.orders.dlq") {

@@ -284,7 +284,7 @@ func TestPublisher(t *testing.T) {
 		t.Fatalf("routed: %+v, %v", res, err)
 	}
 	d := broker.Peek("q")[0]
-	env := acemq.NewMessage("q", d.Body, d.Headers).Envelope()
+	env := acemq.EnvelopeOf(d)
 	if env.ID != "fixed-id" || env.Attempt != 1 || !env.CreatedAt.Equal(memory.Epoch) || d.DeliveryMode != 2 || d.CorrelationID != "c" {
 		t.Errorf("published %+v / %+v", env, d.Properties)
 	}

@@ -56,7 +56,15 @@ func NewMessage(queue string, body []byte, headers map[string]any) *Message {
 	return newMessage(transport.Delivery{Queue: queue, RoutingKey: queue, Body: body, Headers: headers}, time.Now)
 }
 
-func newMessage(d transport.Delivery, now func() time.Time) *Message {
+// EnvelopeOf reads a delivery's envelope as the server does: the wire
+// contract's headers, falling back on the AMQP properties (message id,
+// timestamp) and the broker's own fields. It is for looking at what sits
+// in a queue, a .dlq an operator peeks at or a test's broker, so it makes
+// nothing up: ID is empty when the message has neither x-acemq-id nor a
+// message id, and CreatedAt zero when it has neither x-acemq-created nor a
+// timestamp, where a server consuming it would give it a new id and the
+// time it arrived.
+func EnvelopeOf(d transport.Delivery) Envelope {
 	h := d.Headers
 	env := Envelope{
 		Attempt:       1,
@@ -69,10 +77,8 @@ func newMessage(d transport.Delivery, now func() time.Time) *Message {
 	}
 	if s, ok := stringHeader(h[HeaderID]); ok && s != "" {
 		env.ID = s
-	} else if d.MessageID != "" {
-		env.ID = d.MessageID
 	} else {
-		env.ID = newID()
+		env.ID = d.MessageID
 	}
 	if n, ok := intHeader(h[HeaderAttempt]); ok && n > 1 && n < 1<<31 {
 		env.Attempt = int(n)
@@ -82,10 +88,8 @@ func newMessage(d transport.Delivery, now func() time.Time) *Message {
 	}
 	if t, ok := timeHeader(h[HeaderCreated]); ok {
 		env.CreatedAt = t
-	} else if !d.Timestamp.IsZero() {
-		env.CreatedAt = d.Timestamp
 	} else {
-		env.CreatedAt = now()
+		env.CreatedAt = d.Timestamp
 	}
 	if n, ok := intHeader(h["x-delivery-count"]); ok && n > 0 && n < 1<<31 {
 		env.DeliveryCount = int(n)
@@ -96,7 +100,18 @@ func newMessage(d transport.Delivery, now func() time.Time) *Message {
 			env.RoutingKey = k
 		}
 	}
-	return &Message{env: env, body: d.Body, headers: h, now: now}
+	return env
+}
+
+func newMessage(d transport.Delivery, now func() time.Time) *Message {
+	env := EnvelopeOf(d)
+	if env.ID == "" {
+		env.ID = newID()
+	}
+	if env.CreatedAt.IsZero() {
+		env.CreatedAt = now()
+	}
+	return &Message{env: env, body: d.Body, headers: d.Headers, now: now}
 }
 
 // Envelope returns a copy of the message's envelope.

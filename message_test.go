@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport"
 )
 
 func TestEnvelopeFromHeaders(t *testing.T) {
@@ -116,5 +117,47 @@ func TestHeadersIsACopy(t *testing.T) {
 	m.Headers()["k"] = "changed"
 	if m.Header("k") != "v" {
 		t.Error("Headers() handed out the message's own map")
+	}
+}
+
+// TestEnvelopeOf reads deliveries as they sit in a queue: the contract's
+// headers first, then the AMQP properties, and nothing made up.
+func TestEnvelopeOf(t *testing.T) {
+	t.Parallel()
+	created := time.UnixMilli(1_700_000_000_000).UTC()
+	stamped := time.Unix(1_600_000_000, 0).UTC()
+	tests := []struct {
+		name        string
+		d           transport.Delivery
+		id          string
+		createdAt   time.Time
+		exchange    string
+		routingKey  string
+		attempt     int
+		redelivered bool
+	}{
+		{"contract headers win over properties",
+			transport.Delivery{Queue: "q.dlq", Exchange: "acemq.dlx", RoutingKey: "q.dlq",
+				Headers: map[string]any{acemq.HeaderID: "abc", acemq.HeaderAttempt: int64(4), acemq.HeaderCreated: created.UnixMilli(),
+					acemq.HeaderExchange: "orders", acemq.HeaderRoutingKey: "q"},
+				Properties: transport.Properties{MessageID: "other", Timestamp: stamped}},
+			"abc", created, "orders", "q", 4, false},
+		{"a foreign message: its message id and timestamp",
+			transport.Delivery{Queue: "q", Exchange: "ex", RoutingKey: "k", Redelivered: true,
+				Properties: transport.Properties{MessageID: "legacy-7", Timestamp: stamped}},
+			"legacy-7", stamped, "ex", "k", 1, true},
+		{"neither: empty id, zero time",
+			transport.Delivery{Queue: "q", RoutingKey: "q"},
+			"", time.Time{}, "", "q", 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := acemq.EnvelopeOf(tt.d)
+			if e.ID != tt.id || !e.CreatedAt.Equal(tt.createdAt) || e.Exchange != tt.exchange || e.RoutingKey != tt.routingKey ||
+				e.Attempt != tt.attempt || e.Redelivered != tt.redelivered || e.Queue != tt.d.Queue {
+				t.Errorf("EnvelopeOf = %+v", e)
+			}
+		})
 	}
 }

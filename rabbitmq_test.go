@@ -165,7 +165,7 @@ func TestRabbitLadderToDeadLetters(t *testing.T) {
 	if got := d.Headers[acemq.HeaderError]; got != "exhausted 5 attempts: the warehouse is not answering" {
 		t.Errorf("reason %q", got)
 	}
-	env := acemq.NewMessage(q, d.Body, d.Headers).Envelope()
+	env := acemq.EnvelopeOf(d)
 	if env.ID != res.ID || env.Attempt != 5 || env.RoutingKey != q || string(d.Body) != `{"n":1}` {
 		t.Errorf("dead letter %+v", env)
 	}

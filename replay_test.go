@@ -113,7 +113,7 @@ var replayCases = []struct {
 			t.Errorf("order %v, want %v", replayIDs(got), ids)
 		}
 		for _, d := range got {
-			env := acemq.NewMessage(e.q, d.Body, d.Headers).Envelope()
+			env := acemq.EnvelopeOf(d)
 			if env.Attempt != 1 || env.Error != "" || !env.CreatedAt.Equal(replayCreated) || env.RoutingKey != e.q {
 				t.Errorf("envelope %+v", env)
 			}

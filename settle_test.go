@@ -106,7 +106,7 @@ func TestExhaustedGoesToTheDeadLetterQueue(t *testing.T) {
 	if d.Headers["x-acemq-id"] != res.ID || fmt.Sprint(d.Headers["x-acemq-attempt"]) != "3" || d.Headers["tenant"] != "eu" || string(d.Body) != `{"id":9}` {
 		t.Errorf("dead letter headers %v body %s", d.Headers, d.Body)
 	}
-	env := acemq.NewMessage("orders.dlq", d.Body, d.Headers).Envelope()
+	env := acemq.EnvelopeOf(d)
 	if env.Error == "" || env.Exchange != "" || env.RoutingKey != "orders" {
 		t.Errorf("a dead-letter reader sees %+v", env)
 	}

@@ -240,7 +240,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("orders %d, dlq %v", b.Depth("orders"), dlqIDs(b, "orders"))
 	}
 	d := b.Peek("orders")[0]
-	if env := acemq.NewMessage("orders", d.Body, d.Headers).Envelope(); env.Attempt != 1 || env.Error != "" || env.ID != "m-1" {
+	if env := acemq.EnvelopeOf(d); env.Attempt != 1 || env.Error != "" || env.ID != "m-1" {
 		t.Errorf("replayed %+v", env)
 	}
 	// --no-restart, --id, --json.
@@ -250,7 +250,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("%d %v %+v", code, err, got)
 	}
 	d = b.Peek("orders")[2]
-	if env := acemq.NewMessage("orders", d.Body, d.Headers).Envelope(); env.Attempt != 5 || env.Error != "the handler rejected it: no such customer" {
+	if env := acemq.EnvelopeOf(d); env.Attempt != 5 || env.Error != "the handler rejected it: no such customer" {
 		t.Errorf("replayed with --no-restart %+v", env)
 	}
 	// A target that does not exist: refused before anything moves.
@@ -309,7 +309,8 @@ func TestTopologyCommand(t *testing.T) {
 }
 
 // TestPeekForeignMessage: a message from a producer outside the family
-// shows its AMQP message id and timestamp, the same on every peek.
+// shows its AMQP message id and timestamp, the same on every peek; one
+// with neither shows "-" for both, not an id or an age made up.
 func TestPeekForeignMessage(t *testing.T) {
 	t.Parallel()
 	b, dial := memoryBroker(t, "orders")
@@ -320,8 +321,19 @@ func TestPeekForeignMessage(t *testing.T) {
 	_, _ = conn.Publish(context.Background(), transport.Publishing{RoutingKey: "orders.dlq"})
 	for range 2 {
 		code, out, _ := cli(t, dial, "peek", "--url", "amqp://x", "--queue", "orders.dlq")
-		if code != 0 || !strings.Contains(out, "legacy-7  1        2d2h  -\n") || !strings.Contains(out, "-         1        0s    -\n") {
+		if code != 0 || !strings.Contains(out, "legacy-7  1        2d2h  -\n") || !strings.Contains(out, "-         1        -     -\n") {
 			t.Errorf("status %d\n%s", code, out)
 		}
+	}
+	_, out, _ := cli(t, dial, "peek", "--url", "amqp://x", "--queue", "orders.dlq", "--json")
+	var got peekOut
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Messages) != 2 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if c := got.Messages[0].Created; c == nil || !c.Equal(memory.Epoch.Add(-50*time.Hour)) {
+		t.Errorf("created of legacy-7 = %v", c)
+	}
+	if m := got.Messages[1]; m.Created != nil || m.Age != "-" || m.ID != "-" {
+		t.Errorf("a message with no id nor time: %+v", m)
 	}
 }

@@ -14,16 +14,16 @@ import (
 
 // peeked is one message as peek shows it.
 type peeked struct {
-	ID          string    `json:"id"`
-	Attempt     int       `json:"attempt"`
-	Age         string    `json:"age"`
-	Created     time.Time `json:"created"`
-	Reason      string    `json:"reason"`
-	Exchange    string    `json:"exchange"`
-	RoutingKey  string    `json:"routing_key"`
-	Redelivered bool      `json:"redelivered"`
-	Bytes       int       `json:"bytes"`
-	Body        *string   `json:"body,omitempty"`
+	ID          string     `json:"id"`
+	Attempt     int        `json:"attempt"`
+	Age         string     `json:"age"`
+	Created     *time.Time `json:"created,omitempty"` // absent when the message carries no creation time
+	Reason      string     `json:"reason"`
+	Exchange    string     `json:"exchange"`
+	RoutingKey  string     `json:"routing_key"`
+	Redelivered bool       `json:"redelivered"`
+	Bytes       int        `json:"bytes"`
+	Body        *string    `json:"body,omitempty"`
 }
 
 type peekOut struct {
@@ -101,9 +101,13 @@ func (a *app) look(t transport.Transport, queue string, limit int, withBody bool
 			break
 		}
 		held = append(held, d)
-		env := envelope(d)
-		p := peeked{ID: env.ID, Attempt: env.Attempt, Age: age(now().Sub(env.CreatedAt)), Created: env.CreatedAt.UTC(),
+		env := acemq.EnvelopeOf(d)
+		p := peeked{ID: orDash(env.ID), Attempt: env.Attempt, Age: "-",
 			Reason: env.Error, Exchange: env.Exchange, RoutingKey: env.RoutingKey, Redelivered: d.Redelivered, Bytes: len(d.Body)}
+		if !env.CreatedAt.IsZero() {
+			created := env.CreatedAt.UTC()
+			p.Created, p.Age = &created, age(now().Sub(created))
+		}
 		if withBody {
 			s := printable(d.Body)
 			p.Body = &s
@@ -174,28 +178,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// envelope reads d as the server and Replay do. NewMessage sees headers
-// only, so the AMQP properties they fall back on are put in as headers: a
-// message without x-acemq-id shows its message id (or "-"), not a random
-// one, and one without x-acemq-created its timestamp.
-func envelope(d transport.Delivery) acemq.Envelope {
-	h := make(map[string]any, len(d.Headers)+4)
-	for k, v := range d.Headers {
-		h[k] = v
-	}
-	if _, ok := h[acemq.HeaderID]; !ok {
-		h[acemq.HeaderID] = d.MessageID
-		if d.MessageID == "" {
-			h[acemq.HeaderID] = "-"
-		}
-	}
-	if _, ok := h[acemq.HeaderCreated]; !ok && !d.Timestamp.IsZero() {
-		h[acemq.HeaderCreated] = d.Timestamp
-	}
-	if _, ok := h[acemq.HeaderExchange]; !ok {
-		h[acemq.HeaderExchange], h[acemq.HeaderRoutingKey] = d.Exchange, d.RoutingKey
-	}
-	return acemq.NewMessage(d.Queue, d.Body, h).Envelope()
 }

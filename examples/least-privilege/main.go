@@ -99,7 +99,7 @@ func run(out io.Writer, adminURL, serviceURL string) error {
 		}
 	}
 	dead.Ack()
-	fmt.Fprintf(out, "dead-lettered: %s\n", acemq.NewMessage(queue, dead.Body, dead.Headers).Envelope().Error)
+	fmt.Fprintf(out, "dead-lettered: %s\n", acemq.EnvelopeOf(dead).Error)
 	if err := srv.Shutdown(ctx); err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func run(out io.Writer, url string) error {
 	for _, q := range []string{acemq.DeadLetterQueue(queue), acemq.ParkedQueue(queue)} {
 		fmt.Fprintf(out, "%s:\n", q)
 		err := drain(ctx, t, q, func(d transport.Delivery) {
-			env := acemq.NewMessage(q, d.Body, d.Headers).Envelope()
+			env := acemq.EnvelopeOf(d)
 			fmt.Fprintf(out, "  %s (attempt %d): %s\n", d.Body, env.Attempt, env.Error)
 		})
 		if err != nil {

@@ -118,7 +118,7 @@ func TestNoSuchUserIsDeadLetteredAtOnce(t *testing.T) {
 	h.publish(`{"user":"nobody","text":"hi"}`)
 	h.eventually("dead-lettered", func() bool { return h.broker.Depth(Queue+".dlq") == 1 })
 	dead := h.broker.Peek(Queue + ".dlq")[0]
-	if got := acemq.NewMessage(Queue, dead.Body, dead.Headers).Envelope().Error; got != "the handler rejected it: no such user" {
+	if got := acemq.EnvelopeOf(dead).Error; got != "the handler rejected it: no such user" {
 		t.Errorf("reason %q", got)
 	}
 }
