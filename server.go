@@ -3,7 +3,6 @@ package acemq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -244,8 +243,4 @@ func firstPositive(ns ...int) int {
 		}
 	}
 	return 0
-}
-
-func describe(queue string, err error) error {
-	return fmt.Errorf("acemq: queue %s: %w", queue, err)
 }

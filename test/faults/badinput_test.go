@@ -119,7 +119,8 @@ func TestFaultBadInput(t *testing.T) {
 		switch {
 		case p.Panic:
 			var nilMap map[string]int
-			nilMap["boom"]++ // a handler bug this input sets off
+			//lint:ignore SA5000 a handler bug this input sets off, on purpose
+			nilMap["boom"]++
 		case p.Fail:
 			return ack.Retry(errScripted)
 		}

@@ -143,12 +143,6 @@ func (l *ledger) acceptedCopy() map[string]int {
 	return out
 }
 
-func (l *ledger) callCount(id string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.calls[id]
-}
-
 func (l *ledger) totalCalls() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

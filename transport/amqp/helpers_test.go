@@ -2,10 +2,8 @@ package rabbitmq
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,20 +71,6 @@ func receive(tb testing.TB, sub transport.Subscription, d time.Duration) transpo
 		tb.Fatalf("no delivery within %s", d)
 	}
 	panic("unreachable")
-}
-
-// vhost is the virtual host of ACEMQ_AMQP_URL.
-func vhost(tb testing.TB) string {
-	tb.Helper()
-	u, err := url.Parse(brokerURL(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	v := strings.TrimPrefix(u.Path, "/")
-	if v == "" {
-		return "/"
-	}
-	return v
 }
 
 // rabbitmqctl runs the broker's CLI against node (empty: the node named by
