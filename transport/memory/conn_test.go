@@ -289,27 +289,45 @@ func TestLongHeldDeliveryWhileOthersFlow(t *testing.T) {
 	wantErr(t, "Ack after Close", held.Ack(), transport.ErrStaleDelivery)
 }
 
-// TestQuorumServesReturnsFirst: a quorum queue delivers given-back
-// messages before the rest, in the order they came back, each counted.
-func TestQuorumServesReturnsFirst(t *testing.T) {
-	f := setup(t)
-	f.queue("qq", map[string]any{"x-queue-type": "quorum"})
-	for _, b := range []string{"a", "b", "c", "d"} {
-		f.send("qq", b)
-	}
-	sub := f.consume("qq", 3)
-	a, b, c := f.recv(sub, "a"), f.recv(sub, "b"), f.recv(sub, "c")
-	if err := sub.Cancel(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	f.reject(c, true)
-	f.reject(a, true)
-	f.reject(b, true)
-	if got := strings.Join(f.bodies("qq"), ""); got != "cabd" {
-		t.Fatalf("quorum queue order %q, want cabd", got)
-	}
-	d, _, _ := f.c.Get(f.ctx, "qq")
-	if d.Headers["x-delivery-count"] != int64(1) || !d.Redelivered {
-		t.Errorf("Get of a returned message: x-delivery-count %v redelivered %v", d.Headers["x-delivery-count"], d.Redelivered)
+// TestQuorumReturns: a quorum queue counts every given-back message, and
+// puts it at the back of the queue in the order it came back, or serves
+// it first when the queue has a delivery limit: RabbitMQ 3.10.8 does both.
+func TestQuorumReturns(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"no delivery limit: at the back", map[string]any{"x-queue-type": "quorum"}, "dcab"},
+		{"a delivery limit: served first", map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 10}, "cabd"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t)
+			f.queue("qq", tt.args)
+			for _, b := range []string{"a", "b", "c", "d"} {
+				f.send("qq", b)
+			}
+			sub := f.consume("qq", 3)
+			a, b, c := f.recv(sub, "a"), f.recv(sub, "b"), f.recv(sub, "c")
+			if err := sub.Cancel(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.reject(c, true)
+			f.reject(a, true)
+			f.reject(b, true)
+			if got := strings.Join(f.bodies("qq"), ""); got != tt.want {
+				t.Fatalf("quorum queue order %q, want %s", got, tt.want)
+			}
+			for range 4 {
+				d, ok, err := f.c.Get(f.ctx, "qq")
+				if err != nil || !ok {
+					t.Fatalf("Get: %v %v", ok, err)
+				}
+				returned := string(d.Body) != "d"
+				if count := d.Headers["x-delivery-count"]; returned && (count != int64(1) || !d.Redelivered) {
+					t.Errorf("Get of returned %s: x-delivery-count %v redelivered %v", d.Body, count, d.Redelivered)
+				}
+			}
+		})
 	}
 }

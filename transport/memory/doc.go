@@ -18,7 +18,9 @@
 // once; a mandatory publish that reaches no queue is Routed false, a
 // missing exchange is ErrNotFound. Consumers take turns (round-robin),
 // each up to its prefetch; a rejected-with-requeue or given-back delivery
-// returns to the head of its queue, redelivered.
+// returns redelivered: to its place among the ready messages of a classic
+// queue, to the back of a quorum queue, or to the front of a quorum queue
+// with an x-delivery-limit (as RabbitMQ 3.10 does).
 //
 // Queue arguments: x-message-ttl (expiry from the head, in order),
 // x-dead-letter-exchange and x-dead-letter-routing-key (expired and

@@ -17,7 +17,7 @@ type queue struct {
 	queueArgs
 
 	ready     ring
-	returned  int // quorum: returned messages at the front, served first
+	returned  int // quorum with a delivery limit: returned messages at the front, served first
 	expiring  int // ready messages with a deadline
 	unacked   int
 	consumers []*subscription
@@ -174,11 +174,12 @@ func (b *Broker) stopTimer(q *queue) {
 	}
 }
 
-// requeue puts settled-with-requeue or given-back messages back at the
-// head, marked redelivered. A classic queue restores their original order
-// among the ready messages; a quorum queue serves returns first, in the
-// order they came back, counts the delivery and dead-letters a message
-// past x-delivery-limit.
+// requeue puts settled-with-requeue or given-back messages back, marked
+// redelivered. A classic queue restores their original order among the
+// ready messages. A quorum queue counts the delivery and, as RabbitMQ 3.10
+// does (checked against 3.10.8), puts returns at the back of the queue in
+// the order they came back, unless it has an x-delivery-limit: then it
+// serves them first, and dead-letters a message past the limit.
 func (b *Broker) requeue(q *queue, olds []*message) {
 	if q.deleted || len(olds) == 0 {
 		return
@@ -196,6 +197,12 @@ func (b *Broker) requeue(q *queue, olds []*message) {
 		back = append(back, m)
 	}
 	if len(back) == 0 {
+		return
+	}
+	if q.quorum && !q.hasLimit {
+		for _, m := range back {
+			q.pushBack(m)
+		}
 		return
 	}
 	if q.quorum {

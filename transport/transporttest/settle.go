@@ -151,3 +151,42 @@ func testRequeueRestoresOrder(t *testing.T, e *env) {
 		e.ack(d)
 	}
 }
+
+// testQuorumReturnOrder: a quorum queue puts what is given back at the
+// back, in the order it came back, unless it has a delivery limit: then
+// it serves it first (RabbitMQ 3.10).
+func testQuorumReturnOrder(t *testing.T, e *env) {
+	for _, tt := range []struct {
+		name string
+		args map[string]any
+		want []string
+	}{
+		{"no-limit", map[string]any{"x-queue-type": "quorum"}, []string{"d", "c", "a", "b"}},
+		{"limit", map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 10}, []string{"c", "a", "b", "d"}},
+	} {
+		c := e.conn()
+		q := e.queue(c, "quorum."+tt.name, tt.args)
+		for _, b := range []string{"a", "b", "c", "d"} {
+			e.send(c, q, b)
+		}
+		sub := e.consume(c, q, 3)
+		a, b, cd := e.recvBody(sub, "a"), e.recvBody(sub, "b"), e.recvBody(sub, "c")
+		if err := sub.Cancel(e.ctx()); err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+		for range sub.Deliveries() { // drain until the broker stopped
+		}
+		e.reject(cd, true)
+		e.reject(a, true)
+		e.reject(b, true)
+		e.depth(c, q, 4)
+		sub2 := e.consume(c, q, 4)
+		for _, want := range tt.want {
+			d := e.recvBody(sub2, want)
+			if d.Redelivered != (want != "d") {
+				t.Errorf("%s: %s redelivered %v", tt.name, want, d.Redelivered)
+			}
+			e.ack(d)
+		}
+	}
+}

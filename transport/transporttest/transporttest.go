@@ -69,6 +69,7 @@ var cases = []testCase{
 	{"SettleTwice", testSettleTwice},
 	{"Get", testGet},
 	{"RequeueRestoresOrder", testRequeueRestoresOrder},
+	{"QuorumReturnOrder", testQuorumReturnOrder},
 	// flow.go
 	{"Prefetch", testPrefetch},
 	{"SubscriptionCloseReturnsUnacked", testSubscriptionCloseReturns},
