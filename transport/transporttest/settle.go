@@ -127,16 +127,7 @@ func testGet(t *testing.T, e *env) {
 func testRequeueRestoresOrder(t *testing.T, e *env) {
 	c := e.conn()
 	q := e.queue(c, "q", nil)
-	for _, b := range []string{"a", "b", "c", "d"} {
-		e.send(c, q, b)
-	}
-	sub := e.consume(c, q, 3)
-	a, b, cd := e.recvBody(sub, "a"), e.recvBody(sub, "b"), e.recvBody(sub, "c")
-	if err := sub.Cancel(e.ctx()); err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
-	for range sub.Deliveries() { // drain until the broker stopped
-	}
+	a, b, cd := e.threeOfFour(c, q)
 	e.reject(cd, true)
 	e.reject(a, true)
 	e.ack(b)
@@ -166,16 +157,7 @@ func testQuorumReturnOrder(t *testing.T, e *env) {
 	} {
 		c := e.conn()
 		q := e.queue(c, "quorum."+tt.name, tt.args)
-		for _, b := range []string{"a", "b", "c", "d"} {
-			e.send(c, q, b)
-		}
-		sub := e.consume(c, q, 3)
-		a, b, cd := e.recvBody(sub, "a"), e.recvBody(sub, "b"), e.recvBody(sub, "c")
-		if err := sub.Cancel(e.ctx()); err != nil {
-			t.Fatalf("Cancel: %v", err)
-		}
-		for range sub.Deliveries() { // drain until the broker stopped
-		}
+		a, b, cd := e.threeOfFour(c, q)
 		e.reject(cd, true)
 		e.reject(a, true)
 		e.reject(b, true)
@@ -189,4 +171,21 @@ func testQuorumReturnOrder(t *testing.T, e *env) {
 			e.ack(d)
 		}
 	}
+}
+
+// threeOfFour sends a, b, c and d to q and takes a, b and c, unsettled, on
+// a consumer it then cancels: d stays ready.
+func (e *env) threeOfFour(c transport.Transport, q string) (a, b, cd transport.Delivery) {
+	e.t.Helper()
+	for _, body := range []string{"a", "b", "c", "d"} {
+		e.send(c, q, body)
+	}
+	sub := e.consume(c, q, 3)
+	a, b, cd = e.recvBody(sub, "a"), e.recvBody(sub, "b"), e.recvBody(sub, "c")
+	if err := sub.Cancel(e.ctx()); err != nil {
+		e.t.Fatalf("Cancel: %v", err)
+	}
+	for range sub.Deliveries() { // drain until the broker stopped
+	}
+	return a, b, cd
 }
