@@ -211,12 +211,21 @@ func (tl *tally) result() result {
 		if p > 0 {
 			r.parked++
 		}
-		if q > 0 {
+		// A copy still queued of an id that reached its end is a duplicate
+		// (a redelivery whose ack was lost with its connection, left for
+		// the next consumer), not work left undone.
+		ends := a + d + p
+		switch {
+		case q > 0 && ends == 0:
 			r.queued++
+		case q > 0:
+			r.duplicates += q
 		}
-		if ends := a + d + p; ends > 1 {
+		if ends > 1 {
 			r.duplicates += ends - 1
-			r.duplicateIDs = append(r.duplicateIDs, fmt.Sprintf("%s (accepted %d, dlq %d, parked %d)", j.ID, a, d, p))
+		}
+		if ends > 1 || (ends > 0 && q > 0) {
+			r.duplicateIDs = append(r.duplicateIDs, fmt.Sprintf("%s (accepted %d, dlq %d, parked %d, queued %d)", j.ID, a, d, p, q))
 		}
 		switch {
 		case a+d+p+q == 0:

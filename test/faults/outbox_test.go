@@ -100,7 +100,10 @@ func TestFaultOutboxRelay(t *testing.T) {
 
 	second := startConsumer(t, "relay", url, q, env...)
 	wrote := make(chan struct{})
-	go func() { defer close(wrote); write(js[300:], 20*time.Millisecond) }()
+	// Paced to take over 2 s, well past the crash below, which follows the
+	// second relay's first hundred within a second: the crash must find
+	// writers to fail.
+	go func() { defer close(wrote); write(js[300:], 200*time.Millisecond) }()
 	eventually(t, 30*time.Second, "the second relay published", func() bool { return len(l.acceptedCopy()) >= killedAt+100 })
 	db.Crash(t, time.Second)
 	<-wrote
