@@ -104,9 +104,7 @@ func (r *refusingTransport) Publish(ctx context.Context, p transport.Publishing)
 // worker, and the copy that gets through settles the original as usual.
 func TestRepublishNackedThenTaken(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	conn := broker.Connect()
-	t.Cleanup(func() { conn.Close() })
+	broker, conn := bare(t)
 	var nacks atomic.Int32
 	nacks.Store(3) // a quorum queue electing a leader
 	tr := &refusingTransport{Conn: conn, queue: "q.dlq", refuse: func() error {
@@ -156,15 +154,13 @@ func TestRepublishNotConfirmed(t *testing.T) {
 	} {
 		t.Run(tt.err.Error(), func(t *testing.T) {
 			t.Parallel()
-			broker := memory.New()
+			broker, conn := bare(t)
 			h := &recorder{answer: func(m *acemq.Message) ack.Ack {
 				if m.Envelope().Redelivered {
 					return ack.Accept()
 				}
 				return ack.DeadLetter(errors.New("no"))
 			}}
-			conn := broker.Connect()
-			t.Cleanup(func() { conn.Close() })
 			f := startOn(t, broker, &acemq.Server{Transport: &refusingTransport{Conn: conn, queue: "q.dlq", refuse: func() error { return tt.err }}}, map[string]acemq.Handler{"q": h})
 			f.publish("q", "{}", nil)
 			if tt.requeued {
@@ -317,9 +313,7 @@ func TestCompetingServers(t *testing.T) {
 // blocks is held until the alarm clears, not given back into a hot loop.
 func TestBlockedBrokerHoldsTheMessage(t *testing.T) {
 	t.Parallel()
-	broker := memory.New()
-	conn := broker.Connect()
-	t.Cleanup(func() { conn.Close() })
+	broker, conn := bare(t)
 	var blocked atomic.Bool
 	blocked.Store(true)
 	bt := &refusingTransport{Conn: conn, queue: "q.dlq", refuse: func() error {
