@@ -64,20 +64,32 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 // queueMetrics holds the attribute options of one queue, built once so the
 // hot path does not allocate them per message.
 type queueMetrics struct {
-	handled  [5]metric.AddOption    // by ack.Outcome
-	duration [5]metric.RecordOption // by ack.Outcome
+	handled  [6]metric.AddOption    // by ack.Outcome
+	duration [6]metric.RecordOption // by ack.Outcome
 	queueSet metric.MeasurementOption
 	queue    attribute.KeyValue
+	process  metric.AddOption // retries waiting in the process
+	broker   metric.AddOption // retries waiting on a rung
 }
 
 func newQueueMetrics(queue string) *queueMetrics {
 	qm := &queueMetrics{queue: attribute.String("queue", queue)}
 	qm.queueSet = metric.WithAttributeSet(attribute.NewSet(qm.queue))
-	for o := ack.OutcomeAccept; o <= ack.OutcomeRequeue; o++ {
+	for o := ack.OutcomeNone; o <= ack.OutcomeRequeue; o++ {
 		set := metric.WithAttributeSet(attribute.NewSet(qm.queue, attribute.String("outcome", o.String())))
 		qm.handled[o], qm.duration[o] = set, set
 	}
+	qm.process = qm.with(attribute.String("where", "process"))
+	qm.broker = qm.with(attribute.String("where", "broker"))
 	return qm
+}
+
+// retries is the attribute option of acemq.retry.scheduled for where.
+func (qm *queueMetrics) retries(where string) metric.AddOption {
+	if where == "broker" {
+		return qm.broker
+	}
+	return qm.process
 }
 
 func (qm *queueMetrics) with(kvs ...attribute.KeyValue) metric.AddOption {

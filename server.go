@@ -28,7 +28,7 @@ var (
 	// message was given back to the broker, which redelivers it.
 	ErrCutOff = errors.New("acemq: shutdown deadline cut a handler off; its message goes back to the broker")
 	// ErrNoQueues is returned by Run when the handler names no queue.
-	ErrNoQueues = errors.New("acemq: the server's handler names no queues (use a Mux or Server.Queues)")
+	ErrNoQueues = errors.New("acemq: the server's handler names no queues (register handlers with Mux.Handle, or give a Handler with a Queues() []string method)")
 )
 
 // QueueConfig is one queue's settings. A zero field takes the server's.
@@ -59,8 +59,9 @@ type Server struct {
 	// Retry is the default policy. The zero value is one delivery: a retry
 	// asked for without a policy is dead-lettered with a reason saying so.
 	Retry retry.Policy
-	// Queues holds per-queue settings; queues it names but the handler does
-	// not are not consumed.
+	// Queues holds per-queue settings, by queue name. Every key must be a
+	// queue the handler serves: Run refuses a key that names no such queue
+	// (a typo would otherwise leave the real queue without its settings).
 	Queues map[string]QueueConfig
 	// Concurrency and Prefetch are the per-queue defaults (4 and 32).
 	Concurrency int
@@ -82,20 +83,18 @@ type Server struct {
 	// clock), else the wall clock.
 	Clock transport.Clock
 
-	mu       sync.Mutex
-	started  bool
-	closed   bool
-	stopping chan struct{} // closed when a stop is requested
-	deadline time.Time     // when running handlers are cut off
-	done     chan struct{} // closed when Run has returned
-	cutOff   bool
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	run     *engine // the Run under way, or the last one
 }
 
 // Run declares each queue's topology (unless declare is off), consumes every
 // queue and handles messages until ctx ends or Shutdown or Close is called.
 // It returns only when every goroutine it started has ended: nil after a
 // clean stop, ErrCutOff when the deadline cut a handler off, or the error
-// that stopped it (a refused declaration, a transport that closed).
+// that stopped it (settings it refuses, a refused declaration, a transport
+// that closed). After Shutdown or Close it returns ErrServerClosed.
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	switch {
@@ -107,39 +106,15 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("acemq: Server.Run called twice")
 	}
 	s.started = true
-	s.stopping = make(chan struct{})
-	s.done = make(chan struct{})
+	e := newEngine(s)
+	s.run = e
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		close(s.done)
 	}()
-
-	e, err := s.newEngine(ctx)
-	if err != nil {
-		return err
-	}
-	var failure error
-	select {
-	case <-ctx.Done():
-		s.requestStop(time.Now().Add(s.shutdownTimeout()))
-	case <-s.stopping:
-	case failure = <-e.failed:
-		s.requestStop(time.Now().Add(s.shutdownTimeout()))
-	}
-	cut := e.drain(s.stopDeadline())
-	s.mu.Lock()
-	s.cutOff = cut
-	s.mu.Unlock()
-	switch {
-	case failure != nil:
-		return failure
-	case cut:
-		return ErrCutOff
-	}
-	return nil
+	return e.run(ctx)
 }
 
 // Shutdown stops the server gracefully: it stops receiving, gives back the
@@ -166,43 +141,22 @@ func (s *Server) Close() error {
 	return err
 }
 
+// stop asks the running engine, if any, to stop by deadline and waits for
+// Run to return.
 func (s *Server) stop(deadline time.Time) error {
 	s.mu.Lock()
 	s.closed = true
-	if !s.started {
-		s.mu.Unlock()
+	e := s.run
+	s.mu.Unlock()
+	if e == nil {
 		return nil
 	}
-	s.mu.Unlock()
-	s.requestStop(deadline)
-	<-s.done
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cutOff {
+	e.stop.request(deadline)
+	<-e.stop.ended
+	if e.stop.cutOff() {
 		return ErrCutOff
 	}
 	return nil
-}
-
-// requestStop records the first stop's deadline (an earlier one wins) and
-// signals the engine.
-func (s *Server) requestStop(deadline time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.deadline.IsZero() || deadline.Before(s.deadline) {
-		s.deadline = deadline
-	}
-	select {
-	case <-s.stopping:
-	default:
-		close(s.stopping)
-	}
-}
-
-func (s *Server) stopDeadline() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deadline
 }
 
 func (s *Server) shutdownTimeout() time.Duration {
@@ -212,35 +166,9 @@ func (s *Server) shutdownTimeout() time.Duration {
 	return DefaultShutdownTimeout
 }
 
-// queueNames is the queues the handler names.
-func (s *Server) queueNames() ([]string, error) {
-	if s.Handler == nil {
-		return nil, errors.New("acemq: Server.Handler is nil")
+func (s *Server) publishTimeout() time.Duration {
+	if s.PublishTimeout > 0 {
+		return s.PublishTimeout
 	}
-	named, ok := s.Handler.(interface{ Queues() []string })
-	if !ok || len(named.Queues()) == 0 {
-		return nil, ErrNoQueues
-	}
-	return named.Queues(), nil
-}
-
-// queueConfig resolves one queue's settings against the server's.
-func (s *Server) queueConfig(queue string) QueueConfig {
-	c := s.Queues[queue]
-	if c.Retry.IsZero() {
-		c.Retry = s.Retry
-	}
-	c.Concurrency = firstPositive(c.Concurrency, s.Concurrency, DefaultConcurrency)
-	c.Prefetch = max(firstPositive(c.Prefetch, s.Prefetch, DefaultPrefetch), c.Concurrency)
-	c.NoDeclare = c.NoDeclare || s.NoDeclare
-	return c
-}
-
-func firstPositive(ns ...int) int {
-	for _, n := range ns {
-		if n > 0 {
-			return n
-		}
-	}
-	return 0
+	return DefaultPublishTimeout
 }

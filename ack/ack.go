@@ -11,8 +11,13 @@ type Outcome uint8
 
 // The outcomes, in the order a reader meets them in the package doc.
 const (
+	// OutcomeNone is the zero Ack's: no answer. A middleware that forgot to
+	// return its next handler's Ack returns it, and the server dead-letters
+	// the message with a reason that says so, rather than acknowledge a
+	// message nobody said was handled.
+	OutcomeNone Outcome = iota
 	// OutcomeAccept acknowledges the delivery.
-	OutcomeAccept Outcome = iota
+	OutcomeAccept
 	// OutcomeRetry republishes the message with its attempt raised, after the
 	// wait the retry policy gives.
 	OutcomeRetry
@@ -24,7 +29,7 @@ const (
 	OutcomeRequeue
 )
 
-var outcomeNames = [...]string{"accept", "retry", "dead-letter", "park", "requeue"}
+var outcomeNames = [...]string{"none", "accept", "retry", "dead-letter", "park", "requeue"}
 
 // String returns the outcome's plain name, the one metrics and logs use.
 func (o Outcome) String() string {
@@ -35,7 +40,8 @@ func (o Outcome) String() string {
 }
 
 // Ack is a handler's answer for one message. It is a small immutable value:
-// compare it in tests with [Ack.Outcome], [Ack.Err] and [Ack.Reason].
+// compare it in tests with [Ack.Outcome], [Ack.Err] and [Ack.Reason]. The
+// zero Ack is no answer ([OutcomeNone]), never an accept.
 type Ack struct {
 	outcome Outcome
 	err     error
@@ -79,25 +85,12 @@ func Park(err error) Ack {
 // is obviously transient and the queue obviously short.
 func Requeue() Ack { return Ack{outcome: OutcomeRequeue} }
 
-// Exhausted is the dead letter the server sends when a message used every
-// attempt its policy allows.
-func Exhausted(attempts int, err error) Ack {
-	err = orMissing(err)
-	return Ack{outcome: OutcomeDeadLetter, err: err, reason: fmt.Sprintf("exhausted %d attempts: %s", attempts, err), cause: "exhausted"}
-}
-
-// TooOld is the dead letter for a message older than the maximum message age.
+// TooOld gives up on a message older than maxAge, the limit a handler or
+// middleware enforces (middleware.MaxAge does); the server writes the same
+// reason when the retry policy's own maximum age is passed.
 func TooOld(maxAge time.Duration, err error) Ack {
 	err = orMissing(err)
 	return Ack{outcome: OutcomeDeadLetter, err: err, reason: fmt.Sprintf("exceeded the maximum message age of %s: %s", maxAge, err), cause: "too_old"}
-}
-
-// NoPolicy is the dead letter for a retry asked for on a queue with no retry
-// policy. The default is one delivery; the reason says so, which is louder
-// than the alternative default of an immediate requeue.
-func NoPolicy(err error) Ack {
-	err = orMissing(err)
-	return Ack{outcome: OutcomeDeadLetter, err: err, reason: "retry requested but no retry policy is set, so one delivery is all it gets: " + err.Error(), cause: "no_policy"}
 }
 
 // Outcome returns what the server will do.
@@ -110,9 +103,10 @@ func (a Ack) Err() error { return a.err }
 // dead-lettered or parked, and "" for the other outcomes.
 func (a Ack) Reason() string { return a.reason }
 
-// Cause names plainly why a message was given up on ("rejected",
-// "exhausted", "too_old", "no_policy", "parked"), the outcome attribute of
-// acemq.messages.dead.lettered.total; "" for the other outcomes.
+// Cause names plainly why the handler gave up on a message ("rejected",
+// "too_old", "parked"), the outcome attribute of
+// acemq.messages.dead.lettered.total; "" for the other outcomes. The server
+// adds its own: "exhausted", "no_policy", "no_answer".
 func (a Ack) Cause() string { return a.cause }
 
 // String reads like the outcome and its reason, for logs and test failures.

@@ -23,7 +23,7 @@ func TestReasons(t *testing.T) {
 		{ack.Requeue(), ack.OutcomeRequeue, "", ""},
 		{ack.DeadLetter(errors.New("no such customer")), ack.OutcomeDeadLetter, "the handler rejected it: no such customer", "rejected"},
 		{ack.Park(errors.New("unknown schema")), ack.OutcomePark, "could not be decoded: unknown schema", "parked"},
-		{ack.Exhausted(5, boom), ack.OutcomeDeadLetter, "exhausted 5 attempts: the warehouse is not answering", "exhausted"},
+		{ack.Ack{}, ack.OutcomeNone, "", ""},
 		{ack.TooOld(6*time.Hour, boom), ack.OutcomeDeadLetter, "exceeded the maximum message age of 6h0m0s: the warehouse is not answering", "too_old"},
 		{ack.DeadLetter(nil), ack.OutcomeDeadLetter, "the handler rejected it: acemq: no reason given", "rejected"},
 	}
@@ -31,9 +31,6 @@ func TestReasons(t *testing.T) {
 		if tt.a.Outcome() != tt.outcome || tt.a.Reason() != tt.reason || tt.a.Cause() != tt.cause {
 			t.Errorf("%v: outcome %v reason %q cause %q; want %v %q %q", tt.a, tt.a.Outcome(), tt.a.Reason(), tt.a.Cause(), tt.outcome, tt.reason, tt.cause)
 		}
-	}
-	if a := ack.NoPolicy(boom); a.Cause() != "no_policy" || a.Outcome() != ack.OutcomeDeadLetter {
-		t.Errorf("NoPolicy = %v", a)
 	}
 	if ack.Retry(nil).Err() == nil {
 		t.Error("Retry(nil) lost the fact that something failed")
@@ -98,7 +95,10 @@ func ExampleRequeue() {
 	// Output: requeue
 }
 
-func ExampleExhausted() {
-	fmt.Println(ack.Exhausted(5, errors.New("the warehouse is not answering")).Reason())
-	// Output: exhausted 5 attempts: the warehouse is not answering
+func ExampleAck_zero() {
+	// A middleware that forgets to return its next handler's answer
+	// returns the zero Ack: no answer, which the server dead-letters.
+	var a ack.Ack
+	fmt.Println(a, a.Outcome() == ack.OutcomeAccept)
+	// Output: none false
 }

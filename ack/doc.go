@@ -12,6 +12,11 @@
 //   - [Requeue]: put the delivery straight back, with no delay and no limit.
 //     An explicit opt-in for the rare, obviously transient failure.
 //
+// The zero Ack is no answer at all: the server dead-letters the message
+// with a reason that says the handler returned none, so a middleware that
+// forgets to return its next handler's answer cannot acknowledge a message
+// nobody handled.
+//
 // # Reasons
 //
 // Every message the library gives up on carries a reason in its
