@@ -1,0 +1,117 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/retry"
+)
+
+// TestDecide holds the decision to the settlement table of the wire
+// contract and the seeds, one row per outcome, with no transport at all.
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	boom := errors.New("the warehouse is not answering")
+	ladder := retry.Fixed(3, 10*time.Second).WithJitter(0) // waits in the process
+	rungs := retry.Exponential(4, 40*time.Second, time.Hour)
+	aged := retry.Fixed(5, time.Second).WithJitter(0).GiveUpAfter(time.Hour)
+	badBody := Decoded(codec.JSON, func(context.Context, *Message, struct{}) ack.Ack { return ack.Accept() }).
+		ServeMessage(context.Background(), NewMessage("orders", []byte("{not json"), nil))
+
+	tests := []struct {
+		name    string
+		policy  retry.Policy
+		noDecl  bool
+		attempt int
+		age     time.Duration
+		answer  ack.Ack
+		want    verdict
+	}{
+		{name: "accept", answer: ack.Accept(), want: verdict{settle: settleAck}},
+		{name: "requeue", answer: ack.Requeue(), want: verdict{settle: settleGiveBack}},
+		{name: "retry in process", policy: ladder, attempt: 1, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 10 * time.Second}}},
+		{name: "retry on a rung", policy: rungs, attempt: 2, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, where: "broker", copy: hop{to: "orders.retry.1m20s", attempt: 3, rung: true, delay: 80 * time.Second}}},
+		{name: "retry on a rung with declare off waits in the process", policy: rungs, noDecl: true, attempt: 1, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 40 * time.Second}}},
+		{name: "exhausted", policy: ladder, attempt: 3, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, cause: "exhausted", copy: hop{to: "orders.dlq", attempt: 3, reason: "exhausted 3 attempts: the warehouse is not answering"}}},
+		{name: "too old", policy: aged, attempt: 2, age: 2 * time.Hour, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 2, reason: "exceeded the maximum message age of 1h0m0s: the warehouse is not answering"}}},
+		{name: "no policy", attempt: 1, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, cause: "no_policy", copy: hop{to: "orders.dlq", attempt: 1, reason: "retry requested but no retry policy is set, so one delivery is all it gets: the warehouse is not answering"}}},
+		{name: "fatal skips the ladder", policy: ladder, attempt: 1, answer: ack.Retry(fmt.Errorf("charge: %w", ack.Fatal(errors.New("card closed")))),
+			want: verdict{settle: settleCopy, cause: "rejected", copy: hop{to: "orders.dlq", attempt: 1, reason: "the handler rejected it: charge: card closed"}}},
+		{name: "dead letter", policy: ladder, attempt: 2, answer: ack.DeadLetter(errors.New("no such customer")),
+			want: verdict{settle: settleCopy, cause: "rejected", copy: hop{to: "orders.dlq", attempt: 2, reason: "the handler rejected it: no such customer"}}},
+		{name: "park", attempt: 1, answer: ack.Park(errors.New("schema v9")),
+			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: "could not be decoded: schema v9"}}},
+		{name: "decode failure", attempt: 1, answer: badBody,
+			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: badBody.Reason()}}},
+		{name: "too old by the middleware", attempt: 1, answer: ack.TooOld(time.Minute, boom),
+			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1m0s: the warehouse is not answering"}}},
+		{name: "no answer", policy: ladder, attempt: 1, answer: ack.Ack{},
+			want: verdict{settle: settleCopy, cause: "no_answer", copy: hop{to: "orders.dlq", attempt: 1, reason: reasonNoAnswer}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &Server{Retry: tt.policy, NoDeclare: tt.noDecl}
+			env := Envelope{ID: "m-1", Attempt: max(tt.attempt, 1), CreatedAt: now.Add(-tt.age), Queue: "orders"}
+			if got := decide(s.resolve("orders"), env, tt.answer, now); got != tt.want {
+				t.Errorf("decide(%v) =\n %+v\nwant\n %+v", tt.answer, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecideRungMissing: a rung copy that reaches no queue becomes the
+// same wait in the process, then a copy to the work queue; anything else
+// that reaches no queue has no such fall-back.
+func TestDecideRungMissing(t *testing.T) {
+	t.Parallel()
+	q := (&Server{Retry: retry.Exponential(4, 40*time.Second, time.Hour)}).resolve("orders")
+	now := time.Now()
+	v := decide(q, Envelope{Attempt: 1, CreatedAt: now}, ack.Retry(errors.New("x")), now)
+	got := v.inProcessInstead(q.name)
+	want := verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 40 * time.Second}}
+	if got != want {
+		t.Errorf("inProcessInstead = %+v, want %+v", got, want)
+	}
+	if d := decide(q, Envelope{Attempt: 1, CreatedAt: now}, ack.DeadLetter(errors.New("x")), now); d.copy.rung {
+		t.Errorf("a dead letter may fall back to a wait: %+v", d)
+	}
+}
+
+// TestDecideJitterStaysInBounds: the one impurity, the policy's jitter on
+// an in-process wait, stays within ±20%.
+func TestDecideJitterStaysInBounds(t *testing.T) {
+	t.Parallel()
+	q := (&Server{Retry: retry.Exponential(5, time.Second, time.Minute)}).resolve("orders")
+	now := time.Now()
+	for range 1000 {
+		v := decide(q, Envelope{Attempt: 2, CreatedAt: now}, ack.Retry(errors.New("x")), now)
+		if w := v.copy.wait; w < 1600*time.Millisecond || w > 2400*time.Millisecond || v.copy.to != "orders" {
+			t.Fatalf("second wait %v to %s, want 2s ±20%% in the process", w, v.copy.to)
+		}
+	}
+}
+
+// TestDecideAgeFromTheFuture: a producer's clock ahead of ours gives a
+// negative age, read as zero, never as too old.
+func TestDecideAgeFromTheFuture(t *testing.T) {
+	t.Parallel()
+	q := (&Server{Retry: retry.Fixed(3, time.Second).GiveUpAfter(time.Minute)}).resolve("orders")
+	now := time.Now()
+	v := decide(q, Envelope{Attempt: 1, CreatedAt: now.Add(time.Hour)}, ack.Retry(errors.New("x")), now)
+	if v.cause != "" || v.copy.to != "orders" {
+		t.Errorf("a message from the future: %+v", v)
+	}
+}
