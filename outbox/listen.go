@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	ibackoff "github.com/acemq/acemq/internal/backoff"
 )
 
 // closeTimeout bounds closing the listening connection.
@@ -25,12 +27,8 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 		wait := backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures)
 		r.log.Warn("outbox relay lost its LISTEN connection; polling until it is back",
 			zap.Error(err), zap.Duration("retry_in", wait))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ibackoff.Sleep(ctx, nil, wait, nil) != nil {
 			return
-		case <-t.C:
 		}
 	}
 }

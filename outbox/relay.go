@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	ibackoff "github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -125,21 +126,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			wait := backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures-1)
 			r.log.Error("outbox relay batch failed; retrying", zap.Error(err),
 				zap.Int("failures", failures), zap.Duration("retry_in", wait))
-			sleep(ctx, wait, nil) // a notification does not cut a backoff short
+			_ = ibackoff.Sleep(ctx, nil, wait, nil) // a notification does not cut a backoff short
 		case !more:
-			sleep(ctx, r.cfg.poll, wake)
+			_ = ibackoff.Sleep(ctx, nil, r.cfg.poll, wake)
 		}
-	}
-}
-
-// sleep waits for d, ctx, or a signal on wake.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-wake:
-	case <-t.C:
 	}
 }
 
@@ -183,11 +173,11 @@ func isFatal(err error) bool {
 	return errors.Is(err, transport.ErrClosed)
 }
 
-// backoff is lo doubled n times, capped at hi.
+// backoff is the relay's wait before retry n: lo doubled n times, capped at
+// hi. It is unjittered because the package doc promises next_attempt_at a
+// wait that doubles per failure, and retry_in in the log says that wait.
+// The cap wins over lo (a WithBackoff minimum above maxRetryWait is cut to
+// it), hence min(lo, hi).
 func backoff(lo, hi time.Duration, n int) time.Duration {
-	d := lo
-	for i := 0; i < n && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
+	return ibackoff.Policy{Min: min(lo, hi), Max: hi}.Delay(n)
 }

@@ -308,12 +308,8 @@ func (c *Conn) setBlocked(b amqp.Blocking) {
 // means Close came first.
 func (c *Conn) reconnect() *amqp.Connection {
 	for attempt := 0; ; attempt++ {
-		t := time.NewTimer(c.cfg.Backoff.Delay(attempt))
-		select {
-		case <-c.ctx.Done():
-			t.Stop()
+		if c.cfg.Backoff.Wait(c.ctx, nil, attempt) != nil {
 			return nil
-		case <-t.C:
 		}
 		u := c.cfg.URLs[c.next]
 		c.next = (c.next + 1) % len(c.cfg.URLs)

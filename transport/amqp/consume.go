@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -260,11 +259,7 @@ func (s *subscription) resubscribe() (*amqp.Channel, *ackLedger, <-chan amqp.Del
 			return nil, nil, nil
 		}
 		s.log.Warn("acemq: resubscribe failed", zap.Int("attempt", attempt+1), zap.Error(classify(err)))
-		t := time.NewTimer(s.t.cfg.backoff.Delay(attempt))
-		select {
-		case <-t.C:
-		case <-s.stop:
-			t.Stop()
+		if s.t.cfg.backoff.Wait(ctx, nil, attempt) != nil { // ctx ends at halt, with s.stop
 			return nil, nil, nil
 		}
 	}

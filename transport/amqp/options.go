@@ -84,7 +84,7 @@ func WithLogger(l *zap.Logger) Option {
 // WithBackoff sets the wait between reconnect attempts: doubling from min up
 // to max, jittered. The default is 100ms to 10s.
 func WithBackoff(min, max time.Duration) Option {
-	return optionFunc(func(c *config) { c.backoff = amqpconn.Backoff{Min: min, Max: max} })
+	return optionFunc(func(c *config) { c.backoff = amqpconn.Backoff{Min: min, Max: max, Jitter: true} })
 }
 
 // WithHeartbeat sets the AMQP heartbeat interval, which bounds how long a
