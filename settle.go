@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
@@ -150,12 +151,8 @@ func (c *consumer) republish(m *Message, d transport.Delivery, h hop, r publishe
 				return copyNacked
 			}
 		}
-		t := time.NewTimer(republishBackoff(n))
-		select {
-		case <-t.C:
-		case <-c.e.stop.cut:
-			t.Stop()
-			return copyUnknown
+		if backoff.Sleep(context.Background(), nil, republishBackoff.Delay(n), c.e.stop.cut) != nil {
+			return copyUnknown // cut off by the stop
 		}
 		if r = c.publishOnce(m, d, h); r != copyBlocked && r != copyNacked {
 			return r
@@ -172,17 +169,9 @@ func (c *consumer) republish(m *Message, d transport.Delivery, h hop, r publishe
 // leader.
 const nackRetries = 6
 
-// republishBackoff is the wait before the n-th republish (0-based): 50 ms
-// doubling, up to 1 s.
-func republishBackoff(n int) time.Duration {
-	d := 50 * time.Millisecond
-	for range n {
-		if d *= 2; d >= time.Second {
-			return time.Second
-		}
-	}
-	return d
-}
+// republishBackoff spaces the republishes of a blocked or nacked copy:
+// 50 ms doubling, up to 1 s.
+var republishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second}
 
 // publishOnce republishes the copy by queue name, mandatory, with the wire
 // contract's headers and without the broker's own.

@@ -8,7 +8,17 @@
 // # Order
 //
 // Put Decode first: a body that cannot be read is parked before anything
-// else spends time on it. Put Recover innermost, next to the handler, so a
-// panic becomes a retry that the middleware around it (idempotency release,
-// tracing) sees as an ordinary failure.
+// else spends time on it. Decode only checks the body; a handler written
+// with acemq.Decoded parses it itself and parks what it cannot read, so use
+// one or the other, not both, or the body is parsed twice.
+//
+// # Panics
+//
+// The server is the one safety net: it recovers a panic in any handler or
+// middleware, logs it with its stack and treats it as a retry, so a panic
+// never takes the process down, with or without Recover. Recover is for
+// seeing a panic, not for surviving one: put it innermost, next to the
+// handler, and the middleware around it (tracing, logging) sees an
+// ordinary failure carrying a [*PanicError] with the stack. Idempotent
+// does not recover: it releases its claim as a panic passes through it.
 package middleware

@@ -19,8 +19,11 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("acemq: handler panicked: %v", e.Value) }
 
-// Recover turns a panic in the handler into a failure that follows the
-// retry policy, logging the stack at error level. log may be nil.
+// Recover makes a panic in the handler visible to the middleware around
+// it: the panic becomes a retry whose error is a [*PanicError] carrying the
+// stack, logged at error level with the message's id. It is not needed for
+// safety: the server recovers every panic itself and retries the message
+// (see the package doc). log may be nil.
 func Recover(log *zap.Logger) acemq.Middleware {
 	if log == nil {
 		log = zap.NewNop()
