@@ -81,11 +81,11 @@ func (c *consumer) handle(d transport.Delivery) {
 	m := newMessage(d, c.e.clock.Now)
 	ctx := c.e.handlerCtx
 	qm := c.q.metrics
-	c.e.inst.inFlight.Add(ctx, 1, qm.queueSet)
+	c.e.inst.inFlight.Add(ctx, 1, qm.queueAdd...)
 	began := time.Now()
 	a := c.serve(m)
 	took := time.Since(began)
-	c.e.inst.inFlight.Add(ctx, -1, qm.queueSet)
+	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	if isClosed(c.e.stop.cut) {
 		c.e.stop.cutHandlers.Add(1)
 		c.e.log.Warn("acemq: shutdown deadline cut the handler off; the message goes back to the broker",
@@ -94,8 +94,8 @@ func (c *consumer) handle(d transport.Delivery) {
 		return
 	}
 	o := min(int(a.Outcome()), len(qm.handled)-1)
-	c.e.inst.handled.Add(ctx, 1, qm.handled[o])
-	c.e.inst.duration.Record(ctx, took.Seconds(), qm.duration[o])
+	c.e.inst.handled.Add(ctx, 1, qm.handled[o]...)
+	c.e.inst.duration.Record(ctx, took.Seconds(), qm.duration[o]...)
 	c.settle(d, m, decide(c.q, m.env, a, c.e.clock.Now()))
 }
 

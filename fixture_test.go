@@ -92,7 +92,14 @@ func (f *fixture) publish(queue, body string, headers map[string]any) acemq.Publ
 // goroutines.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	f.eventuallyWithin(5*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with a wait of its own, for a condition
+// that takes real time by design (a publish retried with backoff).
+func (f *fixture) eventuallyWithin(wait time.Duration, what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(wait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			f.t.Fatalf("timed out waiting until %s", what)

@@ -62,30 +62,33 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 }
 
 // queueMetrics holds the attribute options of one queue, built once so the
-// hot path does not allocate them per message.
+// hot path does not allocate them per message: each is a slice already, so
+// passing it on (opts...) allocates no variadic slice either.
 type queueMetrics struct {
-	handled  [6]metric.AddOption    // by ack.Outcome
-	duration [6]metric.RecordOption // by ack.Outcome
-	queueSet metric.MeasurementOption
+	handled  [6][]metric.AddOption    // by ack.Outcome
+	duration [6][]metric.RecordOption // by ack.Outcome
+	queueAdd []metric.AddOption
+	queueRec []metric.RecordOption
 	queue    attribute.KeyValue
-	process  metric.AddOption // retries waiting in the process
-	broker   metric.AddOption // retries waiting on a rung
+	process  []metric.AddOption // retries waiting in the process
+	broker   []metric.AddOption // retries waiting on a rung
 }
 
 func newQueueMetrics(queue string) *queueMetrics {
 	qm := &queueMetrics{queue: attribute.String("queue", queue)}
-	qm.queueSet = metric.WithAttributeSet(attribute.NewSet(qm.queue))
+	queueSet := metric.WithAttributeSet(attribute.NewSet(qm.queue))
+	qm.queueAdd, qm.queueRec = []metric.AddOption{queueSet}, []metric.RecordOption{queueSet}
 	for o := ack.OutcomeNone; o <= ack.OutcomeRequeue; o++ {
 		set := metric.WithAttributeSet(attribute.NewSet(qm.queue, attribute.String("outcome", o.String())))
-		qm.handled[o], qm.duration[o] = set, set
+		qm.handled[o], qm.duration[o] = []metric.AddOption{set}, []metric.RecordOption{set}
 	}
-	qm.process = qm.with(attribute.String("where", "process"))
-	qm.broker = qm.with(attribute.String("where", "broker"))
+	qm.process = []metric.AddOption{qm.with(attribute.String("where", "process"))}
+	qm.broker = []metric.AddOption{qm.with(attribute.String("where", "broker"))}
 	return qm
 }
 
-// retries is the attribute option of acemq.retry.scheduled for where.
-func (qm *queueMetrics) retries(where string) metric.AddOption {
+// retries is the attribute options of acemq.retry.scheduled for where.
+func (qm *queueMetrics) retries(where string) []metric.AddOption {
 	if where == "broker" {
 		return qm.broker
 	}

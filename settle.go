@@ -26,22 +26,27 @@ func (c *consumer) settle(d transport.Delivery, m *Message, v verdict) {
 		c.giveBack(d)
 	case v.copy.wait > 0:
 		c.count(v.where)
-		c.e.spawn(func() {
-			// A stop does not wait the delay out: once the consumers are
-			// cancelled the copy goes at once, so nothing is lost and the
-			// attempt count is kept.
-			select {
-			case <-c.e.clock.After(v.copy.wait):
-			case <-c.e.stop.cancelled:
-			}
-			c.send(d, m, v, true)
-		})
+		c.hold(d, m, v)
 	default:
 		if v.where == "process" {
 			c.count(v.where)
 		}
 		c.send(d, m, v, false)
 	}
+}
+
+// hold waits out the copy's wait on a goroutine of its own, then sends it.
+// A stop does not wait the delay out: once the consumers are cancelled the
+// copy goes at once, so nothing is lost and the attempt count is kept.
+// (Apart from settle, so that settle's arguments stay off the heap.)
+func (c *consumer) hold(d transport.Delivery, m *Message, v verdict) {
+	c.e.spawn(func() {
+		select {
+		case <-c.e.clock.After(v.copy.wait):
+		case <-c.e.stop.cancelled:
+		}
+		c.send(d, m, v, true)
+	})
 }
 
 // published is what became of one copy.
@@ -114,12 +119,17 @@ func (c *consumer) send(d transport.Delivery, m *Message, v verdict, held bool) 
 				what = "the broker nacked the copy; holding the message to publish it again"
 			}
 			c.e.log.Warn("acemq: "+what, zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("to", v.copy.to))
-			c.e.spawn(func() { c.conclude(d, m, v, c.republish(m, d, v.copy, r)) })
+			c.holdRepublish(d, m, v, r)
 			return
 		}
 		r = c.republish(m, d, v.copy, r)
 	}
 	c.conclude(d, m, v, r)
+}
+
+// holdRepublish republishes on a goroutine of its own, off the worker.
+func (c *consumer) holdRepublish(d transport.Delivery, m *Message, v verdict, r published) {
+	c.e.spawn(func() { c.conclude(d, m, v, c.republish(m, d, v.copy, r)) })
 }
 
 // republish owns the retries of a copy whose publish was blocked or
@@ -180,7 +190,7 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) publishe
 	defer cancel()
 	began := time.Now()
 	conf, err := c.e.t.Publish(ctx, wire.Copy(d, wire.Envelope(m.env), h.to, h.attempt, h.reason))
-	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.q.metrics.queueSet)
+	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.q.metrics.queueRec...)
 	switch {
 	case err == nil && conf.Routed:
 		return copyRouted
@@ -198,7 +208,7 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) publishe
 
 // count counts a retry scheduled, by where it waits.
 func (c *consumer) count(where string) {
-	c.e.inst.retries.Add(context.Background(), 1, c.q.metrics.retries(where))
+	c.e.inst.retries.Add(context.Background(), 1, c.q.metrics.retries(where)...)
 }
 
 func (c *consumer) ack(d transport.Delivery, m *Message) {
