@@ -32,7 +32,10 @@
 // [Server.Shutdown] stops receiving, gives back what was delivered but not
 // started, republishes at once what was waiting in the process, waits for
 // running handlers until the deadline, and gives back (and reports with
-// [ErrCutOff]) what the deadline cut off.
+// [ErrCutOff]) what the deadline cut off. The deadline bounds it even when
+// a handler ignores its context: that handler's message goes back at the
+// deadline, and its goroutine, the one goroutine that may outlive Run, ends
+// when the handler returns, its answer discarded.
 //
 // # Testing
 //

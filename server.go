@@ -121,8 +121,10 @@ func (s *Server) Run(ctx context.Context) error {
 // messages delivered but not started, republishes at once any message in an
 // in-process retry wait (attempt raised, nothing lost), and waits for running
 // handlers until ctx's deadline (ShutdownTimeout when ctx has none). Handlers
-// still running then are cancelled and their messages given back; Shutdown
-// then returns ErrCutOff. It is idempotent, and returns when Run has.
+// still running then are cancelled and their messages given back at once;
+// Shutdown then returns ErrCutOff, at the deadline even if a handler ignores
+// its context (its goroutine ends when it returns; its answer is discarded).
+// It is idempotent, and returns when Run has.
 func (s *Server) Shutdown(ctx context.Context) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {

@@ -170,3 +170,36 @@ func TestRunNeedsQueues(t *testing.T) {
 		t.Errorf("Run with an empty mux = %v", err)
 	}
 }
+
+// TestShutdownIsBoundedByAHandlerThatIgnoresItsContext: at the deadline
+// Shutdown and Run return ErrCutOff although the handler is still running;
+// its message is back in the queue at the deadline, not when the handler
+// returns, and the handler's late answer is discarded.
+func TestShutdownIsBoundedByAHandlerThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	started, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	stubborn := acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
+		defer close(returned)
+		close(started)
+		<-release // ignores its context
+		return ack.Accept()
+	})
+	f := start(t, &acemq.Server{Concurrency: 1}, map[string]acemq.Handler{"q": stubborn})
+	res := f.publish("q", "{}", nil)
+	<-started
+	shutdownErr, runErr := f.stop(50 * time.Millisecond)
+	if !errors.Is(shutdownErr, acemq.ErrCutOff) || !errors.Is(runErr, acemq.ErrCutOff) {
+		t.Errorf("Shutdown = %v, Run = %v; want ErrCutOff", shutdownErr, runErr)
+	}
+	if d := f.only("q"); !d.Redelivered || d.Headers["x-acemq-id"] != res.ID {
+		t.Errorf("the cut-off message is not back: redelivered=%v headers=%v", d.Redelivered, d.Headers)
+	}
+	close(release)
+	<-returned
+	f.eventually("the late answer logged as discarded", func() bool {
+		return f.logs.FilterMessageSnippet("its answer is discarded").Len() == 1
+	})
+	if f.broker.Depth("q") != 1 || f.broker.Unacked("q") != 0 {
+		t.Errorf("the late accept settled the message: ready %d unacked %d", f.broker.Depth("q"), f.broker.Unacked("q"))
+	}
+}

@@ -19,14 +19,19 @@ import (
 //     copy republished to a work queue can no longer come back to this
 //     engine: in-process waits stop waiting and publish at once.
 //  3. cut, only if the deadline passes first: handlers' context ends, the
-//     delivery loops stop waiting for the broker, and held copies stop
-//     retrying (an unknown outcome: their originals go back).
+//     delivery of every handler still running goes back to the broker at
+//     once, the delivery loops stop waiting for the broker, and held copies
+//     stop retrying (an unknown outcome: their originals go back).
 //  4. ended: every goroutine of the engine has returned (the engine's
 //     running group), the subscriptions are closed, and Run returns.
 //
 // Every goroutine the engine starts is counted in running by a goroutine
 // that is itself counted (or by Run before it waits), so running.Wait
-// cannot miss one started late.
+// cannot miss one started late. The one exception to "every goroutine has
+// returned" is a handler that ignores its context: at the cut its worker
+// is counted as ended on its behalf (consumer.cutOff), so the stop is
+// bounded by the deadline; the goroutine ends when the handler returns,
+// and its answer is discarded.
 type stop struct {
 	mu       sync.Mutex
 	deadline time.Time
@@ -98,7 +103,10 @@ func (e *engine) drain() {
 	case <-timer.C:
 		close(e.stop.cut)
 		e.cancelHandlers()
-		<-finished // handlers see their context end; waits republish at once
+		for _, c := range e.consumers {
+			e.stop.cutHandlers.Add(int64(c.cutOff()))
+		}
+		<-finished // held copies give up at once; abandoned workers count as ended
 	}
 	e.cancelHandlers()
 	e.closeSubscriptions()
