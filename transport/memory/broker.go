@@ -2,6 +2,9 @@ package memory
 
 import (
 	"sync"
+	"sync/atomic"
+
+	"github.com/acemq/acemq/transport"
 )
 
 // Broker is an in-process RabbitMQ: exchanges, queues, bindings and the
@@ -12,6 +15,7 @@ import (
 type Broker struct {
 	clock *Clock
 	wg    sync.WaitGroup // real-clock expiry callbacks
+	fault atomic.Pointer[func(transport.Publishing) Fault]
 
 	mu        sync.Mutex
 	closed    bool

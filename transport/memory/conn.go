@@ -75,7 +75,11 @@ func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, 
 // no queue is Routed false with no error; a publish that is not mandatory
 // is always Routed true, since RabbitMQ would not say. A missing exchange
 // is ErrNotFound; headers AMQP cannot carry are an error before anything
-// is routed.
+// is routed. A queue over its x-max-length or x-max-length-bytes under
+// x-overflow reject-publish refuses the message: ErrNacked, though the
+// other queues it was routed to took it, as on RabbitMQ. The broker's
+// publish fault function ([Broker.SetPublishFault]) may make it fail
+// otherwise.
 func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
 	if err := ctx.Err(); err != nil {
 		return transport.Confirmation{}, fmt.Errorf("%w: %w", transport.ErrUnconfirmed, err)
@@ -83,6 +87,12 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 	m, ttl, hasTTL, err := newMessage(p)
 	if err != nil {
 		return transport.Confirmation{}, err
+	}
+	fault := c.askFault(p)
+	switch fault {
+	case Deliver, LoseConfirm:
+	default:
+		return transport.Confirmation{}, faultErr(&p, fault)
 	}
 	b := c.b
 	b.mu.Lock()
@@ -98,13 +108,23 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 	if len(targets) > 1 {
 		tmpl = *m
 	}
+	var refused *queue
 	for i, q := range targets {
 		n := m
 		if i > 0 {
 			n = new(message)
 			*n = tmpl // headers and body are shared: never changed once stored
 		}
-		b.accept(q, n, ttl, hasTTL)
+		if !b.offer(q, n, ttl, hasTTL) && refused == nil {
+			refused = q
+		}
+	}
+	switch {
+	case fault == LoseConfirm:
+		return transport.Confirmation{}, faultErr(&p, fault)
+	case refused != nil:
+		return transport.Confirmation{}, fmt.Errorf("memory: publish to %s: %w: %s",
+			destination(&p), transport.ErrNacked, refused.fullness())
 	}
 	return transport.Confirmation{Routed: len(targets) > 0 || !p.Mandatory}, nil
 }
@@ -207,6 +227,7 @@ func (c *Conn) Get(ctx context.Context, queue string) (transport.Delivery, bool,
 	}
 	c.gets.add(m)
 	q.unacked++
+	q.limitReached()
 	b.scheduleExpiry(q)
 	return b.delivery(m, m), true, nil
 }

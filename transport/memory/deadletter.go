@@ -10,13 +10,15 @@ const (
 	reasonExpired       = "expired"
 	reasonRejected      = "rejected"
 	reasonDeliveryLimit = "delivery_limit"
+	reasonMaxLen        = "maxlen"
 )
 
 // deadLetter republishes m, which left q for reason, through q's
 // dead-letter exchange as RabbitMQ 3.10 does: x-death updated, the
 // exchange and routing key those of the dead-lettering, the expiration
 // gone. Without a dead-letter exchange, or when it is missing, the message
-// is dropped; so is a copy that would close a fully automatic cycle.
+// is dropped; so is a copy that would close a fully automatic cycle, and
+// one that a full queue under reject-publish refuses.
 func (b *Broker) deadLetter(q *queue, m *message, reason string) {
 	if !q.hasDLX {
 		return
@@ -48,7 +50,7 @@ func (b *Broker) deadLetter(q *queue, m *message, reason string) {
 		if len(keys) > 1 {
 			n.keys = keys
 		}
-		b.accept(t, n, 0, false)
+		b.offer(t, n, 0, false) // a queue that refuses it loses it: at most once
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,12 @@ type queueArgs struct {
 	hasDLRK  bool
 	limit    int64
 	hasLimit bool
+
+	maxLen      int64
+	hasMaxLen   bool
+	maxBytes    int64
+	hasMaxBytes bool
+	overflow    overflow
 }
 
 // The arguments RabbitMQ 3.10 compares on a redeclare, per queue type.
@@ -140,7 +147,8 @@ func (b *Broker) bind(d transport.Binding) error {
 }
 
 // parseQueueArgs checks the arguments the broker acts on, refusing what
-// RabbitMQ refuses with PRECONDITION_FAILED.
+// RabbitMQ refuses with PRECONDITION_FAILED, in its words (checked against
+// 3.10.8, which adds the vhost).
 func parseQueueArgs(queue string, args map[string]any) (queueArgs, error) {
 	var a queueArgs
 	invalid := func(key, why string) error {
@@ -157,39 +165,54 @@ func parseQueueArgs(queue string, args map[string]any) (queueArgs, error) {
 			return a, invalid("x-queue-type", fmt.Sprintf("unsupported queue type %v", v))
 		}
 	}
-	nonNegInt := func(key string) (int64, bool, error) {
+	var err error
+	nonNegInt := func(key string) (n int64, ok bool) {
 		v, ok := args[key]
-		if !ok {
-			return 0, false, nil
+		if !ok || err != nil {
+			return 0, false
 		}
 		n, isInt := toInt64(v)
 		switch {
 		case !isInt:
-			return 0, false, invalid(key, fmt.Sprintf("unacceptable type %T", v))
+			err = invalid(key, fmt.Sprintf("%q", "expected integer, got "+amqpType(v)))
 		case n < 0:
-			return 0, false, invalid(key, fmt.Sprintf("value %d is negative", n))
+			err = invalid(key, fmt.Sprintf("{value_negative,%d}", n))
 		}
-		return n, true, nil
+		return n, err == nil
 	}
-	ms, ok, err := nonNegInt("x-message-ttl")
+	ms, hasTTL := nonNegInt("x-message-ttl")
+	a.ttl, a.hasTTL = time.Duration(ms)*time.Millisecond, hasTTL
+	a.limit, a.hasLimit = nonNegInt("x-delivery-limit")
+	a.hasLimit = a.hasLimit && a.quorum // classic queues of 3.10 have no delivery limit
+	a.maxLen, a.hasMaxLen = nonNegInt("x-max-length")
+	a.maxBytes, a.hasMaxBytes = nonNegInt("x-max-length-bytes")
 	if err != nil {
 		return a, err
 	}
-	a.ttl, a.hasTTL = time.Duration(ms)*time.Millisecond, ok
-	if a.limit, a.hasLimit, err = nonNegInt("x-delivery-limit"); err != nil {
-		return a, err
-	}
-	if !a.quorum {
-		a.hasLimit = false // classic queues of 3.10 have no delivery limit
+	if v, ok := args["x-overflow"]; ok {
+		s, isString := v.(string)
+		if !isString {
+			return a, invalid("x-overflow", fmt.Sprintf("{unacceptable_type,%s}", amqpType(v)))
+		}
+		i := slices.Index(overflowNames[:], s)
+		if i < 0 {
+			return a, invalid("x-overflow", "invalid_overflow")
+		}
+		a.overflow = overflow(i)
+		if a.quorum && a.overflow == rejectPublishDLX {
+			// RabbitMQ 3.10.8 takes it, logs a warning and drops the head.
+			a.overflow = dropHead
+		}
 	}
 	if v, ok := args["x-dead-letter-exchange"]; ok {
 		if a.dlx, a.hasDLX = v.(string); !a.hasDLX {
-			return a, invalid("x-dead-letter-exchange", fmt.Sprintf("unacceptable type %T", v))
+			return a, fmt.Errorf("%w: invalid type '%s' for arg 'x-dead-letter-exchange' in queue '%s'",
+				transport.ErrPreconditionFailed, amqpType(v), queue)
 		}
 	}
 	if v, ok := args["x-dead-letter-routing-key"]; ok {
 		if a.dlrk, a.hasDLRK = v.(string); !a.hasDLRK {
-			return a, invalid("x-dead-letter-routing-key", fmt.Sprintf("unacceptable type %T", v))
+			return a, invalid("x-dead-letter-routing-key", fmt.Sprintf("{unacceptable_type,%s}", amqpType(v)))
 		}
 		if !a.hasDLX {
 			return a, invalid("x-dead-letter-routing-key",
@@ -197,6 +220,40 @@ func parseQueueArgs(queue string, args map[string]any) (queueArgs, error) {
 		}
 	}
 	return a, nil
+}
+
+// amqpType is RabbitMQ's name for the field type a normalized value
+// travels as, the name its refusals give.
+func amqpType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "void"
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case int16:
+		return "short"
+	case int32:
+		return "signedint"
+	case int64:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case time.Time:
+		return "timestamp"
+	case map[string]any:
+		return "table"
+	case []any:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // equivalentArg compares one argument of a redeclare with the queue's: all

@@ -15,12 +15,13 @@
 // The default exchange routes by queue name; direct, fanout, topic and
 // headers exchanges route through bindings (a headers binding has no
 // arguments here, so it matches everything). Publishes are confirmed at
-// once; a mandatory publish that reaches no queue is Routed false, a
-// missing exchange is ErrNotFound. Consumers take turns (round-robin),
-// each up to its prefetch; a rejected-with-requeue or given-back delivery
-// returns redelivered: to its place among the ready messages of a classic
-// queue, to the back of a quorum queue, or to the front of a quorum queue
-// with an x-delivery-limit (as RabbitMQ 3.10 does).
+// once, or nacked by a full queue (see Length limits); a mandatory publish
+// that reaches no queue is Routed false, a missing exchange is
+// ErrNotFound. Consumers take turns (round-robin), each up to its
+// prefetch; a rejected-with-requeue or given-back delivery returns
+// redelivered: to its place among the ready messages of a classic queue,
+// to the back of a quorum queue, or to the front of a quorum queue with an
+// x-delivery-limit (as RabbitMQ 3.10 does).
 //
 // Queue arguments: x-message-ttl (expiry from the head, in order),
 // x-dead-letter-exchange and x-dead-letter-routing-key (expired and
@@ -29,14 +30,36 @@
 // key; cycles with no rejection in them are dropped), x-queue-type quorum
 // (durable only, x-delivery-count on redeliveries, x-delivery-limit). A
 // redeclare with different durability or arguments is ErrPreconditionFailed
-// naming the queue and the argument, and changes nothing else. The
-// Expiration property is honoured at the head, CC and BCC route, and a
-// UserID other than [User] is refused.
+// naming the queue and the argument, and changes nothing else; so is a bad
+// value, in RabbitMQ's words. The Expiration property is honoured at the
+// head, CC and BCC route, and a UserID other than [User] is refused.
 //
 // Headers reach a consumer in the types the amqp transport delivers them:
 // int as int32 (int64 when it does not fit), unsigned integers one size
 // wider and signed, nested tables as map[string]any, timestamps in whole
 // UTC seconds. Each delivery has its own copy of headers and body.
+//
+// # Length limits
+//
+// x-max-length and x-max-length-bytes (message bodies) limit the ready
+// messages of a queue; unacked ones do not count. With x-overflow
+// drop-head, the default, the oldest ready messages are dropped to make
+// room, dead-lettered with reason maxlen when the queue has a dead-letter
+// exchange; a delivery given back to a full queue makes it drop one too
+// (from a classic queue, itself: it went back to the head). With reject-publish a classic queue nacks a publish that would
+// go over the limit (Publish returns ErrNacked; x-max-length 0 nacks
+// every one), and the other queues the message was routed to keep their
+// copies; reject-publish-dlx also dead-letters it. A quorum queue under
+// reject-publish takes the message that goes over its limit and nacks the
+// next ones until it is down to 80% of it; reject-publish-dlx on a quorum
+// queue drops the head, as on RabbitMQ 3.10.
+//
+// # Faults
+//
+// [Broker.SetPublishFault] makes publishes fail the ways a real broker's
+// can, for tests of the code that settles them: nacked, blocked by an
+// alarm, a confirm that never comes with the message enqueued or not
+// ([Fault]). [FaultNext] and [FaultEvery] aim faults at one queue.
 //
 // # Time
 //

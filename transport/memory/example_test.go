@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -71,4 +72,49 @@ func ExampleClock_BlockUntil() {
 	<-done
 	// Output:
 	// woke at 00:01:00
+}
+
+// A dead-letter queue that nacks twice and then takes the message: the
+// broker-free way to test what a republish does when it is refused.
+func ExampleFaultNext() {
+	b := memory.New()
+	conn := b.Connect()
+	defer conn.Close()
+	ctx := context.Background()
+	if err := conn.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "orders.dlq", Durable: true}}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	b.SetPublishFault(memory.FaultNext("orders.dlq", memory.Nack, memory.Nack))
+
+	for range 3 {
+		_, err := conn.Publish(ctx, transport.Publishing{RoutingKey: "orders.dlq", Body: []byte("order 42")})
+		fmt.Printf("nacked %v, in the queue %d\n", errors.Is(err, transport.ErrNacked), b.Depth("orders.dlq"))
+	}
+	// Output:
+	// nacked true, in the queue 0
+	// nacked true, in the queue 0
+	// nacked false, in the queue 1
+}
+
+// A queue under reject-publish nacks what would take it over its length
+// limit.
+func Example_rejectPublish() {
+	b := memory.New()
+	conn := b.Connect()
+	defer conn.Close()
+	ctx := context.Background()
+	err := conn.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "orders", Durable: true,
+		Args: map[string]any{"x-max-length": 1, "x-overflow": "reject-publish"}}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, body := range []string{"order 1", "order 2"} {
+		_, err := conn.Publish(ctx, transport.Publishing{RoutingKey: "orders", Body: []byte(body)})
+		fmt.Println(body, "nacked:", errors.Is(err, transport.ErrNacked))
+	}
+	// Output:
+	// order 1 nacked: false
+	// order 2 nacked: true
 }

@@ -16,13 +16,15 @@ type queue struct {
 	args    map[string]any // as declared, normalized
 	queueArgs
 
-	ready     ring
-	returned  int // quorum with a delivery limit: returned messages at the front, served first
-	expiring  int // ready messages with a deadline
-	unacked   int
-	consumers []*subscription
-	rr        int // the consumer whose turn it is
-	deleted   bool
+	ready      ring
+	readyBytes int64 // the bodies of the ready messages, for x-max-length-bytes
+	returned   int   // quorum with a delivery limit: returned messages at the front, served first
+	expiring   int   // ready messages with a deadline
+	rejecting  bool  // quorum under reject-publish: over its limit, refusing publishes
+	unacked    int
+	consumers  []*subscription
+	rr         int // the consumer whose turn it is
+	deleted    bool
 
 	timer    *timer // the next expiry check
 	timerAt  time.Time
@@ -33,16 +35,12 @@ type queue struct {
 
 func (q *queue) pushBack(m *message) {
 	q.ready.pushBack(m)
-	if !m.expires.IsZero() {
-		q.expiring++
-	}
+	q.tally(m, 1)
 }
 
 func (q *queue) pushFront(m *message) {
 	q.ready.pushFront(m)
-	if !m.expires.IsZero() {
-		q.expiring++
-	}
+	q.tally(m, 1)
 }
 
 func (q *queue) popFront() *message {
@@ -50,13 +48,20 @@ func (q *queue) popFront() *message {
 	if m == nil {
 		return nil
 	}
-	if !m.expires.IsZero() {
-		q.expiring--
-	}
+	q.tally(m, -1)
 	if q.returned > 0 {
 		q.returned--
 	}
 	return m
+}
+
+// tally adds a ready message to the queue's tallies (sign 1) or takes it
+// out of them (sign -1).
+func (q *queue) tally(m *message, sign int) {
+	if !m.expires.IsZero() {
+		q.expiring += sign
+	}
+	q.readyBytes += int64(sign * len(m.body))
 }
 
 // nextConsumer returns the next consumer in turn that has room under its
@@ -95,8 +100,9 @@ func (b *Broker) accept(q *queue, m *message, ttl time.Duration, hasTTL bool) {
 	b.dispatch(q)
 }
 
-// dispatch expires due messages at the head and delivers the rest to
-// consumers with room, then schedules the next expiry.
+// dispatch drops what is over a drop-head queue's limit, expires due
+// messages at the head and delivers the rest to consumers with room, then
+// schedules the next expiry.
 func (b *Broker) dispatch(q *queue) {
 	if q.deleted {
 		return
@@ -108,12 +114,14 @@ func (b *Broker) dispatch(q *queue) {
 	q.busy = true
 	for {
 		q.again = false
+		b.dropOverflow(q)
 		b.pump(q)
 		if !q.again {
 			break
 		}
 	}
 	q.busy = false
+	q.limitReached()
 	b.scheduleExpiry(q)
 }
 
@@ -212,9 +220,7 @@ func (b *Broker) requeue(q *queue, olds []*message) {
 		}
 		front = append(front, back...)
 		for _, m := range front[:q.returned] {
-			if !m.expires.IsZero() {
-				q.expiring--
-			}
+			q.tally(m, -1) // counted again as they are pushed back
 		}
 		for i := len(front) - 1; i >= 0; i-- {
 			q.pushFront(front[i])
@@ -264,5 +270,5 @@ func (b *Broker) deleteQueue(q *queue) {
 		s.cancelLocked()
 	}
 	q.ready.clear()
-	q.expiring, q.returned = 0, 0
+	q.expiring, q.returned, q.readyBytes, q.rejecting = 0, 0, 0, false
 }

@@ -83,6 +83,16 @@ var cases = []testCase{
 	{"QuorumDeliveryLimitDrops", testQuorumDeliveryLimitDrops},
 	{"XDeathCountsPerQueueAndReason", testXDeathCounts},
 	{"DeadLetterCycleDropped", testDeadLetterCycleDropped},
+	// limits.go
+	{"RejectPublishPastMaxLength", testRejectPublish},
+	{"RejectPublishMaxLengthZero", testRejectPublishZero},
+	{"RejectPublishOneOfSeveral", testRejectPublishOneOfSeveral},
+	{"RejectPublishMaxLengthBytes", testRejectPublishBytes},
+	{"RejectPublishDeadLetters", testRejectPublishDLX},
+	{"DropHeadDeadLettersOldest", testDropHead},
+	{"DropHeadDropsGivenBack", testDropHeadGivenBack},
+	{"QuorumRejectPublish", testQuorumRejectPublish},
+	{"LimitArgsRefused", testLimitArgsRefused},
 	// declare.go
 	{"InequivalentRedeclare", testInequivalentRedeclare},
 	{"DeclareStopsAtFirstRefusal", testDeclareStops},
