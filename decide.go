@@ -130,6 +130,15 @@ const (
 	causeNoAnswer  = "no_answer"
 )
 
+// hasOwnDeadLetterRoute says whether the queue's own declaration gives the
+// broker somewhere to dead-letter a rejected delivery: then a copy the
+// library cannot place may be rejected to it, a last resort that loses
+// nothing.
+func (q *queueRun) hasOwnDeadLetterRoute() bool {
+	dlx, ok := q.args["x-dead-letter-exchange"].(string)
+	return ok && dlx != ""
+}
+
 func orNone(err error) string {
 	if err == nil {
 		return "acemq: no reason given"

@@ -138,9 +138,9 @@ func TestRepublishNackedThenTaken(t *testing.T) {
 	}
 }
 
-// TestRepublishNotConfirmed: a nack on every try rejects the original
-// without requeue; an unknown outcome gives it back (a duplicate, never a
-// loss).
+// TestRepublishNotConfirmed: an unknown outcome gives the original back
+// (a duplicate, never a loss). A nack on every try holds it instead
+// (TestExecutorConclusions).
 func TestRepublishNotConfirmed(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -148,7 +148,6 @@ func TestRepublishNotConfirmed(t *testing.T) {
 		requeued     bool
 		setAsideFail int64
 	}{
-		{transport.ErrNacked, false, 1},
 		{transport.ErrUnconfirmed, true, 0},
 		{context.DeadlineExceeded, true, 0},
 	} {

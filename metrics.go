@@ -18,6 +18,7 @@ const (
 	MetricDuration       = "acemq.handler.duration"
 	MetricInFlight       = "acemq.messages.in.flight"
 	MetricConfirmLatency = "acemq.publish.confirm.duration"
+	MetricHeld           = "acemq.messages.held"
 )
 
 // meterName is the instrumentation scope of every instrument here.
@@ -32,6 +33,7 @@ type instruments struct {
 	duration       metric.Float64Histogram
 	inFlight       metric.Int64UpDownCounter
 	confirm        metric.Float64Histogram
+	held           metric.Int64UpDownCounter
 }
 
 func newInstruments(mp metric.MeterProvider) *instruments {
@@ -45,7 +47,7 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	in.deadLettered, _ = m.Int64Counter(MetricDeadLettered,
 		metric.WithDescription("Messages given up on, by outcome (exhausted, too_old, rejected, no_policy, parked)."))
 	in.setAsideFailed, _ = m.Int64Counter(MetricSetAsideFailed,
-		metric.WithDescription("Dead letters, parks and retries whose copy the broker refused; the original was rejected to the broker."))
+		metric.WithDescription("Dead letters, parks and retries whose copy the broker refused (attribute why: missing, nacked, refused); the original is held and the copy tried again, or rejected to the queue's own dead-letter route."))
 	in.rungMissing, _ = m.Int64Counter(MetricRungMissing,
 		metric.WithDescription("Broker waits that fell back to an in-process wait because the rung queue is missing."))
 	in.handled, _ = m.Int64Counter(MetricHandled,
@@ -58,6 +60,8 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Messages being handled now, by queue."))
 	in.confirm, _ = m.Float64Histogram(MetricConfirmLatency, metric.WithUnit("s"),
 		metric.WithDescription("Time from publish to the broker's confirm, for the library's own hops."))
+	in.held, _ = m.Int64UpDownCounter(MetricHeld,
+		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in
 }
 

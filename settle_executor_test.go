@@ -59,11 +59,15 @@ func TestExecutorConclusions(t *testing.T) {
 			},
 		},
 		{
-			name: "unroutable .dlq: refused, the original rejected to the broker", answer: deadLetter,
+			name: "unroutable .dlq: held, the queue declared again, then placed", answer: deadLetter,
 			before: func(f *fixture) { f.broker.DeleteQueue("q.dlq") },
 			then: func(t *testing.T, f *fixture, h *recorder) {
-				f.eventually("rejected", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
-				wantCounts(t, f, 0, 1)
+				f.eventually("placed", func() bool { return f.broker.Depth("q.dlq") == 1 })
+				f.eventually("original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
+				wantCounts(t, f, 1, 1)
+				if got := f.counter(acemq.MetricSetAsideFailed, map[string]string{"why": "missing", "destination": "q.dlq"}); got != 1 {
+					t.Errorf("set.aside.failed{why=missing} = %d", got)
+				}
 			},
 		},
 		{
@@ -76,11 +80,24 @@ func TestExecutorConclusions(t *testing.T) {
 			},
 		},
 		{
-			name: "nacked for good: refused after the retries", answer: deadLetter,
+			name: "nacked for good: held, not rejected, until the queue takes it", answer: deadLetter,
 			before: func(f *fixture) { f.broker.SetPublishFault(memory.FaultEvery("q.dlq", memory.Nack)) },
 			then: func(t *testing.T, f *fixture, h *recorder) {
-				f.eventuallyWithin(10*time.Second, "rejected", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
-				wantCounts(t, f, 0, 1)
+				f.eventuallyWithin(10*time.Second, "held", func() bool {
+					return f.counter(acemq.MetricHeld, map[string]string{"destination": "q.dlq", "why": "nacked"}) == 1
+				})
+				if f.broker.Unacked("q") != 1 || f.broker.Depth("q.dlq") != 0 {
+					t.Fatalf("q unacked %d, q.dlq %d: want the original held", f.broker.Unacked("q"), f.broker.Depth("q.dlq"))
+				}
+				f.broker.SetPublishFault(nil) // the queue has room again
+				f.eventuallyWithin(10*time.Second, "placed", func() bool { return f.broker.Depth("q.dlq") == 1 })
+				f.eventually("original acked, nothing held", func() bool {
+					return f.broker.Unacked("q")+f.broker.Depth("q") == 0 && f.counter(acemq.MetricHeld, nil) == 0
+				})
+				wantCounts(t, f, 1, 1)
+				if h.count() != 1 {
+					t.Errorf("handled %d times, want 1", h.count())
+				}
 			},
 		},
 		{
