@@ -38,6 +38,9 @@ func TestMissingRungWaitsInProcess(t *testing.T) {
 	if got := f.counter(acemq.MetricRungMissing, map[string]string{"rung": "q.retry.1m"}); got != 1 {
 		t.Errorf("rung.missing{rung=q.retry.1m} = %d, want 1", got)
 	}
+	if _, ok := f.broker.Queue("q.retry.1m"); !ok {
+		t.Error("the server, allowed to declare, did not declare the rung again")
+	}
 	logs := f.logs.FilterMessageSnippet("rung queue is missing").All()
 	if len(logs) != 1 || logs[0].ContextMap()["queue"] != "q" || !strings.Contains(logs[0].Message, "acemq.Topology") {
 		t.Errorf("missing-rung log %v", logs)

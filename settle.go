@@ -80,6 +80,7 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 		c.e.log.Error("acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
 			"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
 			zap.String("queue", c.q.name), zap.String("rung", v.copy.to), zap.Duration("wait", v.copy.delay), zap.String("id", m.ID()))
+		c.redeclare(v.copy.to)
 		c.settle(d, m, v.inProcessInstead(c.q.name))
 	case r == copyUnknown || r == copyBlocked:
 		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", c.hopFields(m, v)...)
@@ -129,10 +130,8 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 			c.giveBack(d)
 			return
 		}
-		if why == "missing" && c.q.declare {
-			if err := c.e.t.Declare(context.Background(), Topology(c.q.name, c.q.policy, c.q.args)); err != nil {
-				c.e.log.Warn("acemq: declare the missing queue again", zap.String("queue", c.q.name), zap.String("to", v.copy.to), zap.Error(err))
-			}
+		if why == "missing" {
+			c.redeclare(v.copy.to)
 		}
 		switch r := c.publishOnce(m, d, v.copy); r {
 		case copyRouted, copyUnknown:
@@ -152,6 +151,22 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 				zap.String("why", why), zap.Time("held_since", since), zap.Duration("held_for", time.Since(since)))...)
 		}
 	}
+}
+
+// redeclare declares the queue's topology again, where the server may
+// declare, because missing (a rung, a .dlq) was deleted under it: the next
+// copy then finds it. Declaring is idempotent.
+func (c *consumer) redeclare(missing string) {
+	if !c.q.declare {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
+	defer cancel()
+	if err := c.e.t.Declare(ctx, Topology(c.q.name, c.q.policy, c.q.args)); err != nil {
+		c.e.log.Warn("acemq: declare a missing queue again", zap.String("queue", c.q.name), zap.String("missing", missing), zap.Error(err))
+		return
+	}
+	c.e.log.Info("acemq: declared a missing queue again", zap.String("queue", c.q.name), zap.String("missing", missing))
 }
 
 // whyRefused names why the broker refused a copy to queue, for the log
