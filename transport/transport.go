@@ -20,6 +20,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -62,6 +63,12 @@ type Subscription interface {
 	// Close releases the subscription's channel; its unsettled deliveries go
 	// back to the queue, marked redelivered.
 	Close() error
+	// Err says why Deliveries closed when neither Cancel nor Close asked
+	// for it, in the broker's words: ErrCancelled (the queue was deleted),
+	// ErrNotFound or ErrAccessRefused (a vhost or permission gone),
+	// ErrConsumerTimeout, ErrClosed. Nil while the subscription runs and
+	// after a Cancel or Close.
+	Err() error
 }
 
 // ConsumeOptions tune a subscription.
@@ -203,4 +210,34 @@ var (
 	ErrBlocked            = errors.New("acemq: connection blocked by the broker")
 	ErrStaleDelivery      = errors.New("acemq: delivery already settled or its channel is gone")
 	ErrClosed             = errors.New("acemq: transport closed")
+	// ErrTooLarge: a publish refused before any frame was written, because
+	// AMQP or a client could not carry it (see LimitError). Nothing was
+	// sent and no connection was harmed.
+	ErrTooLarge = errors.New("acemq: message exceeds an AMQP limit")
+	// ErrCancelled: the broker cancelled a consumer (basic.cancel): its
+	// queue was deleted, or the queue's node went away.
+	ErrCancelled = errors.New("acemq: the broker cancelled the consumer")
+	// ErrConsumerTimeout: the broker closed a consumer's channel because a
+	// delivery stayed unacknowledged past its consumer_timeout.
+	ErrConsumerTimeout = errors.New("acemq: a delivery outlived the broker's consumer timeout")
 )
+
+// LimitError says which AMQP limit a publish would have broken, so that a
+// caller can trim the message or set it aside with a reason that names
+// it. It matches ErrTooLarge with errors.Is.
+type LimitError struct {
+	// Field is what was too large: "message-id", "correlation-id" (any
+	// short-string property by its AMQP name), "headers" (the encoded table
+	// with the properties, against the frame size), "header-depth",
+	// "header-entries", or a header's name for a value too long to write.
+	Field string
+	Size  int // how large it was: bytes, levels or entries
+	Limit int // what fits
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("acemq: %s is %d, over the limit of %d", e.Field, e.Size, e.Limit)
+}
+
+// Is makes a LimitError match ErrTooLarge.
+func (e *LimitError) Is(target error) bool { return target == ErrTooLarge }

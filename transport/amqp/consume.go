@@ -264,3 +264,6 @@ func (s *subscription) resubscribe() (*amqp.Channel, *ackLedger, <-chan amqp.Del
 		}
 	}
 }
+
+// Err says why Deliveries closed unasked; see transport.Subscription.
+func (s *subscription) Err() error { return nil }

@@ -82,3 +82,6 @@ func (s *subscription) closeLocked() {
 	}
 	s.c.b.giveBack(s.held.takeAll())
 }
+
+// Err says why Deliveries closed unasked; see transport.Subscription.
+func (s *subscription) Err() error { return nil }
