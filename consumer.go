@@ -15,41 +15,20 @@ import (
 // consumer is one queue being consumed: its workers take deliveries, run
 // the handler, decide (decide.go) and settle (settle.go).
 type consumer struct {
-	e       *engine
-	q       *queueRun
+	e *engine
+	q *queueRun
+
+	mu      sync.Mutex // guards sub and workers, which a resubscribe replaces
 	sub     transport.Subscription
 	workers []*worker
-}
-
-// start runs the queue's workers, and one more goroutine that reports a
-// subscription that ended without a stop asking for it.
-func (c *consumer) start() {
-	var alive sync.WaitGroup
-	alive.Add(c.q.concurrency)
-	c.workers = make([]*worker, c.q.concurrency)
-	for i := range c.workers {
-		w := &worker{groups: [2]*sync.WaitGroup{&c.e.running, &alive}}
-		c.workers[i] = w
-		c.e.running.Add(1)
-		go func() {
-			defer w.done()
-			c.work(w)
-		}()
-	}
-	c.e.spawn(func() {
-		alive.Wait()
-		if !isClosed(c.e.stop.requested) {
-			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.q.name, transport.ErrClosed)
-		}
-	})
 }
 
 // work handles deliveries until the subscription's channel closes, the
 // stop cuts it off, or the stop took over the delivery of a handler that
 // did not return by the deadline. Workers read the subscription directly:
 // no hand-off on the hot path.
-func (c *consumer) work(w *worker) {
-	deliveries := c.sub.Deliveries()
+func (c *consumer) work(w *worker, sub transport.Subscription) {
+	deliveries := sub.Deliveries()
 	for {
 		select {
 		case d, ok := <-deliveries:
@@ -69,69 +48,16 @@ func (c *consumer) work(w *worker) {
 	}
 }
 
-// worker is one of a consumer's goroutines: what it is handling, and
-// whether the stop has taken that over.
-type worker struct {
-	groups [2]*sync.WaitGroup // the engine's running, and the consumer's alive
-
-	mu        sync.Mutex
-	d         transport.Delivery
-	m         *Message
-	busy      bool // a handler is running on d
-	abandoned bool // the stop gave d back and counted the worker as ended
-}
-
-func (w *worker) begin(d transport.Delivery, m *Message) {
-	w.mu.Lock()
-	w.d, w.m, w.busy = d, m, true
-	w.mu.Unlock()
-}
-
-// end reports whether the worker still owns its delivery now that the
-// handler has returned.
-func (w *worker) end() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.busy = false
-	w.d, w.m = transport.Delivery{}, nil
-	return !w.abandoned
-}
-
-// takeOver takes the delivery of a running handler away from the worker,
-// and marks the worker ended on its behalf.
-func (w *worker) takeOver() (transport.Delivery, *Message, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.busy || w.abandoned {
-		return transport.Delivery{}, nil, false
-	}
-	w.abandoned = true
-	w.groups[0].Done()
-	w.groups[1].Done()
-	return w.d, w.m, true
-}
-
-// done marks the worker's goroutine ended, unless the stop did so already
-// when it took the worker's delivery over.
-func (w *worker) done() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.abandoned {
-		w.groups[0].Done()
-		w.groups[1].Done()
-	}
-}
-
 // giveBackUnstarted runs during the drain beside the workers, which may all
 // be busy: a delivery not yet started goes straight back to the broker. It
 // is the broker's to hand to another consumer, and holding it would make
 // the drain as long as the queue.
-func (c *consumer) giveBackUnstarted() { c.each(c.giveBack) }
+func (c *consumer) giveBackUnstarted() { c.each(c.subscription(), c.giveBack) }
 
 // each calls f with every delivery until the subscription's channel closes
 // or the stop cuts it off.
-func (c *consumer) each(f func(transport.Delivery)) {
-	deliveries := c.sub.Deliveries()
+func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery)) {
+	deliveries := sub.Deliveries()
 	for {
 		select {
 		case d, ok := <-deliveries:
@@ -183,8 +109,11 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 // ended, and its goroutine ends on its own once the handler returns, with
 // its answer discarded. It reports how many it cut off.
 func (c *consumer) cutOff() int {
+	c.mu.Lock()
+	workers := c.workers
+	c.mu.Unlock()
 	n := 0
-	for _, w := range c.workers {
+	for _, w := range workers {
 		if d, m, ok := w.takeOver(); ok {
 			n++
 			c.logCut(m)

@@ -82,7 +82,7 @@ func (e *engine) drain() {
 	deadline := e.stop.deadlineOf()
 	cancelCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(5*time.Second))
 	for _, c := range e.consumers {
-		if err := c.sub.Cancel(cancelCtx); err != nil {
+		if err := c.subscription().Cancel(cancelCtx); err != nil {
 			e.log.Warn("acemq: cancel consumer", zap.String("queue", c.q.name), zap.Error(err))
 		}
 	}
@@ -114,7 +114,7 @@ func (e *engine) drain() {
 
 func (e *engine) closeSubscriptions() {
 	for _, c := range e.consumers {
-		if err := c.sub.Close(); err != nil {
+		if err := c.subscription().Close(); err != nil {
 			e.log.Debug("acemq: close subscription", zap.String("queue", c.q.name), zap.Error(err))
 		}
 	}

@@ -1,0 +1,119 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/transport"
+)
+
+// start runs the queue's workers on its subscription, and its supervisor.
+func (c *consumer) start() {
+	sub := c.subscription()
+	alive := c.startWorkers(sub)
+	c.e.spawn(func() { c.supervise(sub, alive) })
+}
+
+// startWorkers runs the queue's workers on sub; alive ends when they have.
+func (c *consumer) startWorkers(sub transport.Subscription) *sync.WaitGroup {
+	alive := new(sync.WaitGroup)
+	alive.Add(c.q.concurrency)
+	workers := make([]*worker, c.q.concurrency)
+	for i := range workers {
+		w := &worker{groups: [2]*sync.WaitGroup{&c.e.running, alive}}
+		workers[i] = w
+		c.e.running.Add(1)
+		go func() {
+			defer w.done()
+			c.work(w, sub)
+		}()
+	}
+	c.mu.Lock()
+	c.workers = workers
+	c.mu.Unlock()
+	return alive
+}
+
+// supervise waits for the workers of sub to end. Ended by a stop, that is
+// all. Ended by the broker, unasked: a queue deleted under the server (the
+// broker cancelled the consumer, or the queue is not found) is declared
+// again and consumed again with backoff, where the server may declare;
+// anything else (permissions revoked, the transport closed) stops Run with
+// the broker's reason.
+func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) {
+	for {
+		alive.Wait()
+		if isClosed(c.e.stop.requested) {
+			return
+		}
+		err := sub.Err()
+		if err == nil {
+			err = transport.ErrClosed
+		}
+		if !c.q.declare || !(errors.Is(err, transport.ErrCancelled) || errors.Is(err, transport.ErrNotFound)) {
+			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.q.name, err)
+			return
+		}
+		c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
+			zap.String("queue", c.q.name), zap.Error(err))
+		if sub = c.resubscribe(); sub == nil {
+			return // stopping
+		}
+		alive = c.startWorkers(sub)
+	}
+}
+
+// resubscribeBackoff spaces the tries to declare and consume a queue
+// deleted under the server.
+var resubscribeBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: true}
+
+// resubscribe declares the queue's topology and consumes it again, with
+// backoff, until it works or a stop is requested (then nil).
+func (c *consumer) resubscribe() transport.Subscription {
+	for n := 0; ; n++ {
+		if backoff.Sleep(context.Background(), nil, resubscribeBackoff.Delay(n), c.e.stop.requested) != nil {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
+		sub, err := c.declareAndConsume(ctx)
+		cancel()
+		if err != nil {
+			c.e.log.Warn("acemq: consume a deleted queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1), zap.Error(err))
+			continue
+		}
+		c.mu.Lock()
+		if isClosed(c.e.stop.requested) { // the drain may have read the old one
+			c.mu.Unlock()
+			_ = sub.Close()
+			return nil
+		}
+		c.sub = sub
+		c.mu.Unlock()
+		c.e.log.Info("acemq: consuming the queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1))
+		return sub
+	}
+}
+
+func (c *consumer) declareAndConsume(ctx context.Context) (transport.Subscription, error) {
+	if err := c.e.t.Declare(ctx, Topology(c.q.name, c.q.policy, c.q.args)); err != nil {
+		return nil, fmt.Errorf("acemq: declare topology of queue %s: %w", c.q.name, err)
+	}
+	sub, err := c.e.t.Consume(ctx, c.q.name, transport.ConsumeOptions{Prefetch: c.q.prefetch})
+	if err != nil {
+		return nil, fmt.Errorf("acemq: consume queue %s: %w", c.q.name, err)
+	}
+	return sub, nil
+}
+
+// subscription is the queue's current subscription.
+func (c *consumer) subscription() transport.Subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sub
+}
