@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -77,12 +78,15 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery)) 
 // and the worker is no longer the engine's.
 func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	m := newMessage(d, c.e.clock.Now)
+	if d.Redelivered && c.e.overdue.take(c.q.name, m.ID()) {
+		c.settle(d, m, overdue(c.q, m.env, c.e.handlerTimeout))
+		return true
+	}
 	ctx := c.e.handlerCtx
 	qm := c.q.metrics
 	c.e.inst.inFlight.Add(ctx, 1, qm.queueAdd...)
-	w.begin(d, m)
 	began := time.Now()
-	a := c.serve(m)
+	a := c.serve(w.begin(d, m, began), m)
 	took := time.Since(began)
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	if !w.end() {
@@ -131,7 +135,7 @@ func (c *consumer) logCut(m *Message) {
 // serve calls the handler, turning a panic into a failure that follows the
 // retry policy. This is the one safety net for panics: one must never take
 // the process, and with it every unsettled message of every queue, down.
-func (c *consumer) serve(m *Message) (a ack.Ack) {
+func (c *consumer) serve(ctx context.Context, m *Message) (a ack.Ack) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.e.log.Error("acemq: handler panicked", zap.String("queue", c.q.name), zap.String("id", m.ID()),
@@ -139,5 +143,5 @@ func (c *consumer) serve(m *Message) (a ack.Ack) {
 			a = ack.Retry(fmt.Errorf("acemq: handler panicked: %v", r))
 		}
 	}()
-	return c.e.handler.ServeMessage(c.e.handlerCtx, m)
+	return c.e.handler.ServeMessage(ctx, m)
 }

@@ -23,10 +23,12 @@ type engine struct {
 	inst            *instruments
 	publishTimeout  time.Duration
 	shutdownTimeout time.Duration
-	srv             *Server // read only by run, to resolve its settings
+	handlerTimeout  time.Duration // <= 0: none
+	srv             *Server       // read only by run, to resolve its settings
 
 	consumers []*consumer
 	failed    chan error // a consumer whose deliveries ended unasked
+	overdue   overdueSet // messages whose handler ran past the handler timeout
 	stop      *stop
 	running   sync.WaitGroup // every goroutine below
 
@@ -49,6 +51,7 @@ func newEngine(s *Server) *engine {
 		inst:            newInstruments(s.MeterProvider),
 		publishTimeout:  s.publishTimeout(),
 		shutdownTimeout: s.shutdownTimeout(),
+		handlerTimeout:  s.handlerTimeout(),
 		srv:             s,
 		stop:            newStop(),
 	}
@@ -76,6 +79,7 @@ func (e *engine) run(ctx context.Context) error {
 	for _, c := range e.consumers {
 		c.start()
 	}
+	defer e.watchHandlers()() // after the drain, when no handler of the engine's runs
 	var failure error
 	select {
 	case <-ctx.Done():

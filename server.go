@@ -19,6 +19,9 @@ const (
 	DefaultPrefetch        = 32
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultPublishTimeout  = 30 * time.Second
+	// DefaultHandlerTimeout is below RabbitMQ's default consumer_timeout
+	// of 30 minutes.
+	DefaultHandlerTimeout = 25 * time.Minute
 )
 
 var (
@@ -71,6 +74,13 @@ type Server struct {
 	// ShutdownTimeout bounds the wait for running handlers when Run's context
 	// ends or Shutdown's context has no deadline. Default 20 s.
 	ShutdownTimeout time.Duration
+	// HandlerTimeout ends each handler's context once it has run this long.
+	// Keep it below the broker's consumer_timeout (RabbitMQ: 30 minutes by
+	// default, often lowered), past which the broker takes the delivery
+	// back: a message redelivered after its handler ran past HandlerTimeout
+	// is dead-lettered with a reason naming it, not run again. Default 25
+	// minutes; negative means none.
+	HandlerTimeout time.Duration
 	// PublishTimeout bounds each retry, dead-letter or park publish; a confirm
 	// that does not come in time is an unknown outcome and the original is
 	// given back to the broker. Default 30 s.
@@ -166,6 +176,13 @@ func (s *Server) shutdownTimeout() time.Duration {
 		return s.ShutdownTimeout
 	}
 	return DefaultShutdownTimeout
+}
+
+func (s *Server) handlerTimeout() time.Duration {
+	if s.HandlerTimeout == 0 {
+		return DefaultHandlerTimeout
+	}
+	return s.HandlerTimeout
 }
 
 func (s *Server) publishTimeout() time.Duration {

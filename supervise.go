@@ -26,7 +26,7 @@ func (c *consumer) startWorkers(sub transport.Subscription) *sync.WaitGroup {
 	alive.Add(c.q.concurrency)
 	workers := make([]*worker, c.q.concurrency)
 	for i := range workers {
-		w := &worker{groups: [2]*sync.WaitGroup{&c.e.running, alive}}
+		w := newWorker(c.e.handlerCtx, [2]*sync.WaitGroup{&c.e.running, alive})
 		workers[i] = w
 		c.e.running.Add(1)
 		go func() {

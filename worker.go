@@ -1,7 +1,9 @@
 package acemq
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -10,18 +12,32 @@ import (
 // whether the stop has taken that over.
 type worker struct {
 	groups [2]*sync.WaitGroup // the engine's running, and the consumer's alive
+	parent context.Context    // the engine's handler context
 
 	mu        sync.Mutex
+	ctx       context.Context // the handler's, made anew only once cancelled
+	cancel    context.CancelFunc
 	d         transport.Delivery
 	m         *Message
+	began     time.Time
 	busy      bool // a handler is running on d
+	overdue   bool // it ran past the handler timeout, and ctx was cancelled
 	abandoned bool // the stop gave d back and counted the worker as ended
 }
 
-func (w *worker) begin(d transport.Delivery, m *Message) {
+func newWorker(parent context.Context, groups [2]*sync.WaitGroup) *worker {
+	w := &worker{groups: groups, parent: parent}
+	w.ctx, w.cancel = context.WithCancel(parent)
+	return w
+}
+
+// begin records the delivery a handler starts on, and returns the context
+// the handler runs under.
+func (w *worker) begin(d transport.Delivery, m *Message, now time.Time) context.Context {
 	w.mu.Lock()
-	w.d, w.m, w.busy = d, m, true
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	w.d, w.m, w.began, w.busy = d, m, now, true
+	return w.ctx
 }
 
 // end reports whether the worker still owns its delivery now that the
@@ -31,7 +47,24 @@ func (w *worker) end() bool {
 	defer w.mu.Unlock()
 	w.busy = false
 	w.d, w.m = transport.Delivery{}, nil
+	if w.overdue { // the next handler gets a context of its own
+		w.overdue = false
+		w.ctx, w.cancel = context.WithCancel(w.parent)
+	}
 	return !w.abandoned
+}
+
+// expire marks a handler running for longer than timeout at now as
+// overdue, and returns its message and what ends its context; a nil
+// message when there is none.
+func (w *worker) expire(now time.Time, timeout time.Duration) (*Message, context.CancelFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.busy || w.overdue || w.abandoned || now.Sub(w.began) < timeout {
+		return nil, nil
+	}
+	w.overdue = true
+	return w.m, w.cancel
 }
 
 // takeOver takes the delivery of a running handler away from the worker,
