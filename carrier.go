@@ -1,6 +1,10 @@
 package acemq
 
-import "go.opentelemetry.io/otel/propagation"
+import (
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/acemq/acemq/internal/wire"
+)
 
 // HeaderCarrier lets OpenTelemetry propagators read and write trace context
 // in message headers.
@@ -8,7 +12,7 @@ type HeaderCarrier map[string]any
 
 // Get returns the header's value as a string; other types read as "".
 func (c HeaderCarrier) Get(key string) string {
-	s, _ := stringHeader(c[key])
+	s, _ := wire.String(c[key])
 	return s
 }
 

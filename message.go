@@ -3,6 +3,7 @@ package acemq
 import (
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -64,49 +65,12 @@ func NewMessage(queue string, body []byte, headers map[string]any) *Message {
 // message id, and CreatedAt zero when it has neither x-acemq-created nor a
 // timestamp, where a server consuming it would give it a new id and the
 // time it arrived.
-func EnvelopeOf(d transport.Delivery) Envelope {
-	h := d.Headers
-	env := Envelope{
-		Attempt:       1,
-		Redelivered:   d.Redelivered,
-		Queue:         d.Queue,
-		Exchange:      d.Exchange,
-		RoutingKey:    d.RoutingKey,
-		ContentType:   d.ContentType,
-		CorrelationID: d.CorrelationID,
-	}
-	if s, ok := stringHeader(h[HeaderID]); ok && s != "" {
-		env.ID = s
-	} else {
-		env.ID = d.MessageID
-	}
-	if n, ok := intHeader(h[HeaderAttempt]); ok && n > 1 && n < 1<<31 {
-		env.Attempt = int(n)
-	}
-	if s, ok := stringHeader(h[HeaderError]); ok {
-		env.Error = s
-	}
-	if t, ok := timeHeader(h[HeaderCreated]); ok {
-		env.CreatedAt = t
-	} else {
-		env.CreatedAt = d.Timestamp
-	}
-	if n, ok := intHeader(h["x-delivery-count"]); ok && n > 0 && n < 1<<31 {
-		env.DeliveryCount = int(n)
-	}
-	if s, ok := stringHeader(h[HeaderExchange]); ok {
-		env.Exchange = s
-		if k, ok := stringHeader(h[HeaderRoutingKey]); ok {
-			env.RoutingKey = k
-		}
-	}
-	return env
-}
+func EnvelopeOf(d transport.Delivery) Envelope { return Envelope(wire.Read(d)) }
 
 func newMessage(d transport.Delivery, now func() time.Time) *Message {
 	env := EnvelopeOf(d)
 	if env.ID == "" {
-		env.ID = newID()
+		env.ID = wire.NewID()
 	}
 	if env.CreatedAt.IsZero() {
 		env.CreatedAt = now()

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -79,37 +80,17 @@ type Publisher struct {
 func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, error) {
 	id := o.ID
 	if id == "" {
-		id = newID()
+		id = wire.NewID()
 	}
 	now := clockOf(p.Transport, p.Clock).Now()
-	headers := make(map[string]any, len(o.Headers)+5)
-	for k, v := range o.Headers {
-		headers[k] = v
-	}
-	headers[HeaderID] = id
-	headers[HeaderAttempt] = int64(1)
-	headers[HeaderCreated] = now.UnixMilli()
-	headers[HeaderExchange] = o.Exchange
-	headers[HeaderRoutingKey] = o.RoutingKey
+	// wire.New asks for mandatory always, so that Routed is known either way.
+	pub := wire.New(wire.Origin{ID: id, Created: now, Exchange: o.Exchange, RoutingKey: o.RoutingKey}, o.Headers,
+		transport.Properties{ContentType: o.ContentType, CorrelationID: o.CorrelationID}, o.Body)
 	prop := p.Propagator
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
-	prop.Inject(ctx, HeaderCarrier(headers))
-	pub := transport.Publishing{
-		Exchange:   o.Exchange,
-		RoutingKey: o.RoutingKey,
-		Mandatory:  true, // always ask, so Routed is known either way
-		Headers:    headers,
-		Properties: transport.Properties{
-			ContentType:   o.ContentType,
-			CorrelationID: o.CorrelationID,
-			DeliveryMode:  2,
-			MessageID:     id,
-			Timestamp:     now.Truncate(time.Second),
-		},
-		Body: o.Body,
-	}
+	prop.Inject(ctx, HeaderCarrier(pub.Headers))
 	res := PublishResult{ID: id}
 	c, err := p.Transport.Publish(ctx, pub)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -209,7 +210,7 @@ func (r *replayer) move(ctx context.Context, d transport.Delivery, m *Message) e
 	// that stopping does not leave a duplicate behind.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	conf, err := r.t.Publish(pctx, republishing(m, d, to, attempt, reason))
+	conf, err := r.t.Publish(pctx, wire.Copy(d, wire.Envelope(m.Envelope()), to, attempt, reason))
 	switch {
 	case errors.Is(err, transport.ErrNacked):
 		return fail(err)

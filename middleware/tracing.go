@@ -10,6 +10,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // TracingOption configures Tracing.
@@ -25,13 +26,8 @@ type tracingConfig struct {
 type messageCarrier struct{ m *acemq.Message }
 
 func (c messageCarrier) Get(key string) string {
-	switch v := c.m.Header(key).(type) {
-	case string:
-		return v
-	case []byte:
-		return string(v)
-	}
-	return ""
+	s, _ := wire.String(c.m.Header(key))
+	return s
 }
 
 func (c messageCarrier) Set(string, string) {}

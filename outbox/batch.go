@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -109,21 +109,9 @@ func (r *Relay) publish(ctx context.Context, x *row) result {
 	if err != nil {
 		return result{outcome: failed, err: err}
 	}
-	stamp(headers, x)
-	c, err := r.t.Publish(ctx, transport.Publishing{
-		Exchange:   x.exchange,
-		RoutingKey: x.key,
-		Mandatory:  true,
-		Headers:    headers,
-		Properties: transport.Properties{
-			ContentType:   x.contentType,
-			CorrelationID: x.correlationID,
-			DeliveryMode:  2,
-			MessageID:     x.id,
-			Timestamp:     x.created.Truncate(time.Second),
-		},
-		Body: x.body,
-	})
+	// Attempt 1 always: a relay's retry is not a delivery attempt.
+	c, err := r.t.Publish(ctx, wire.New(wire.Origin{ID: x.id, Created: x.created, Exchange: x.exchange, RoutingKey: x.key},
+		headers, transport.Properties{ContentType: x.contentType, CorrelationID: x.correlationID}, x.body))
 	switch {
 	case err == nil && c.Routed:
 		return result{outcome: published, confirmed: time.Now()}
@@ -208,15 +196,4 @@ func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error 
 // notRecorded is the error of a batch whose outcome did not commit.
 func (r *Relay) notRecorded(published int, err error) error {
 	return fmt.Errorf("acemq: outbox relay: record the batch (%d published; they stay and will be published again with the same ids): %w", published, err)
-}
-
-// stamp writes the wire contract's headers: the id of the row, attempt 1
-// (a relay's retry is not a delivery attempt), the row's creation time and
-// where it was first published.
-func stamp(h map[string]any, x *row) {
-	h[acemq.HeaderID] = x.id
-	h[acemq.HeaderAttempt] = int64(1)
-	h[acemq.HeaderCreated] = x.created.UnixMilli()
-	h[acemq.HeaderExchange] = x.exchange
-	h[acemq.HeaderRoutingKey] = x.key
 }

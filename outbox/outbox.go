@@ -12,6 +12,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/pgident"
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // Outbox is a PostgreSQL table of messages owed to the broker. A service
@@ -82,7 +83,7 @@ func (o *Outbox) Write(ctx context.Context, tx pgx.Tx, msg Message) (id string, 
 	}
 	id = msg.ID
 	if id == "" {
-		id = newID()
+		id = wire.NewID()
 	}
 	var hv any // SQL NULL for no headers
 	if headers != nil {

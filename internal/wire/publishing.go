@@ -1,0 +1,79 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// Origin is what a new message carries for the rest of its life: its id,
+// when it was created and where it was first published.
+type Origin struct {
+	ID                   string
+	Created              time.Time
+	Exchange, RoutingKey string
+}
+
+// New stamps a new message, attempt 1, for publishing to o's exchange and
+// routing key. The headers are copied, so that a caller's map (a user's,
+// reused for the next message) is never written to. It is persistent and
+// mandatory, so that a message reaching no queue is known either way; the
+// AMQP message id and timestamp repeat the id and creation time for
+// readers that know no x-acemq-* header. The caller's props give the rest
+// (content type, correlation id).
+func New(o Origin, headers map[string]any, props transport.Properties, body []byte) transport.Publishing {
+	h := make(map[string]any, len(headers)+5)
+	for k, v := range headers {
+		h[k] = v
+	}
+	h[ID] = o.ID
+	h[Attempt] = int64(1)
+	h[Created] = o.Created.UnixMilli()
+	h[Exchange] = o.Exchange
+	h[RoutingKey] = o.RoutingKey
+	props.DeliveryMode = 2
+	props.MessageID = o.ID
+	props.Timestamp = o.Created.Truncate(time.Second) // AMQP carries whole seconds
+	return transport.Publishing{
+		Exchange:   o.Exchange,
+		RoutingKey: o.RoutingKey,
+		Mandatory:  true,
+		Headers:    h,
+		Properties: props,
+		Body:       body,
+	}
+}
+
+// Copy builds the copy of d that goes to queue by name (a retry, a rung, a
+// dead letter, a park, a replay): the body, properties and headers of d,
+// without what the broker owns, with env's id, creation time and first
+// destination, this attempt, and reason as x-acemq-error (none when
+// reason is empty, so that a replayed message does not keep a stale one).
+// It is persistent and mandatory, so that a copy reaching no queue never
+// lets the original be acked.
+func Copy(d transport.Delivery, env Envelope, queue string, attempt int, reason string) transport.Publishing {
+	h := make(map[string]any, len(d.Headers)+6)
+	for k, v := range d.Headers {
+		if !IsBrokerOwned(k) {
+			h[k] = v
+		}
+	}
+	h[ID] = env.ID
+	h[Attempt] = int64(attempt)
+	h[Created] = env.CreatedAt.UnixMilli()
+	h[Exchange] = env.Exchange
+	h[RoutingKey] = env.RoutingKey
+	if reason != "" {
+		h[Error] = reason
+	} else {
+		delete(h, Error)
+	}
+	props := d.Properties
+	props.Expiration = "" // never a per-message TTL
+	props.UserID = ""     // another user's id would be refused (406)
+	props.DeliveryMode = 2
+	if props.MessageID == "" {
+		props.MessageID = env.ID
+	}
+	return transport.Publishing{RoutingKey: queue, Mandatory: true, Headers: h, Properties: props, Body: d.Body}
+}
