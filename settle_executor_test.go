@@ -72,7 +72,9 @@ func TestExecutorConclusions(t *testing.T) {
 		},
 		{
 			name: "nacked then taken", answer: deadLetter,
-			before: func(f *fixture) { f.broker.SetPublishFault(memory.FaultNext("q.dlq", memory.Nack, memory.Nack, memory.Nack)) },
+			before: func(f *fixture) {
+				f.broker.SetPublishFault(memory.FaultNext("q.dlq", memory.Nack, memory.Nack, memory.Nack))
+			},
 			then: func(t *testing.T, f *fixture, h *recorder) {
 				f.only("q.dlq")
 				f.eventually("original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
@@ -123,7 +125,7 @@ func TestExecutorConclusions(t *testing.T) {
 			},
 		},
 		{
-			name: "unknown, the copy arrived: a duplicate, never a loss",
+			name:   "unknown, the copy arrived: a duplicate, never a loss",
 			answer: func(*acemq.Message) ack.Ack { return ack.DeadLetter(errors.New("no such customer")) },
 			before: func(f *fixture) { f.broker.SetPublishFault(memory.FaultNext("q.dlq", memory.LoseConfirm)) },
 			then: func(t *testing.T, f *fixture, h *recorder) {
