@@ -31,8 +31,9 @@ func New(o Origin, headers map[string]any, props transport.Properties, body []by
 	h[Created] = o.Created.UnixMilli()
 	h[Exchange] = o.Exchange
 	h[RoutingKey] = o.RoutingKey
+	delete(h, Error) // a new message has not been given up on
 	props.DeliveryMode = 2
-	props.MessageID = o.ID
+	props.MessageID = messageID(o.ID)
 	props.Timestamp = o.Created.Truncate(time.Second) // AMQP carries whole seconds
 	return transport.Publishing{
 		Exchange:   o.Exchange,
@@ -73,7 +74,21 @@ func Copy(d transport.Delivery, env Envelope, queue string, attempt int, reason 
 	props.UserID = ""     // another user's id would be refused (406)
 	props.DeliveryMode = 2
 	if props.MessageID == "" {
-		props.MessageID = env.ID
+		props.MessageID = messageID(env.ID)
 	}
 	return transport.Publishing{RoutingKey: queue, Mandatory: true, Headers: h, Properties: props, Body: d.Body}
+}
+
+// maxShortString is what an AMQP short string (message-id among them)
+// holds.
+const maxShortString = 255
+
+// messageID is id as the AMQP message-id property, or "" when it is too
+// long for one: x-acemq-id, a long string, carries it whole anyway, and a
+// short string over 255 bytes cannot be written at all.
+func messageID(id string) string {
+	if len(id) > maxShortString {
+		return ""
+	}
+	return id
 }
