@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +23,20 @@ type verdict struct {
 	// where is where a retry waits ("process", "broker"): the attribute of
 	// acemq.retry.scheduled. Empty for a give-up.
 	where string
+	// stamp says the copy only puts the id made up for an id-less message
+	// on it (ErrNeedsID): same queue, same attempt, no wait.
+	stamp bool
 }
+
+// ErrNeedsID is what a handler or middleware retries with when the message
+// has no id of its own (Message.IDIsNew) and it needs one that every
+// delivery shares, as idempotency does. The server publishes the message
+// again at once to its own queue, with the id stamped on and the attempt
+// unchanged, and acknowledges the original once the copy is confirmed: one
+// extra publish, only for such messages. The copy goes to the back of the
+// queue. The id is never derived from the content, since two distinct
+// messages with the same body would then be one.
+var ErrNeedsID = errors.New("acemq: the message has no id of its own; stamping one on it")
 
 // settlement is how the original delivery ends.
 type settlement uint8
@@ -88,6 +102,8 @@ func decideRetry(q *queueRun, env Envelope, err error, now time.Time) verdict {
 	p := q.policy
 	age := max(now.Sub(env.CreatedAt), 0) // a producer's clock may be ahead of ours
 	switch {
+	case errors.Is(err, ErrNeedsID):
+		return verdict{settle: settleCopy, stamp: true, copy: hop{to: q.name, attempt: env.Attempt}}
 	case ack.IsFatal(err):
 		a := ack.DeadLetter(err)
 		return giveUp(q.deadLetter, env, a.Reason(), a.Cause())

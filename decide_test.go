@@ -57,6 +57,8 @@ func TestDecide(t *testing.T) {
 			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: badBody.Reason()}}},
 		{name: "too old by the middleware", attempt: 1, answer: ack.TooOld(time.Minute, boom),
 			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1m0s: the warehouse is not answering"}}},
+		{name: "no id of its own: stamped, same attempt, no policy needed", attempt: 2, answer: ack.Retry(fmt.Errorf("idempotency: %w", ErrNeedsID)),
+			want: verdict{settle: settleCopy, stamp: true, copy: hop{to: "orders", attempt: 2}}},
 		{name: "no answer", policy: ladder, attempt: 1, answer: ack.Ack{},
 			want: verdict{settle: settleCopy, cause: "no_answer", copy: hop{to: "orders.dlq", attempt: 1, reason: reasonNoAnswer}}},
 	}

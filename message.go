@@ -47,6 +47,7 @@ type Message struct {
 	body    []byte
 	headers map[string]any
 	now     func() time.Time
+	newID   bool // the message carried no id: env.ID was made for this delivery
 }
 
 // NewMessage builds the Message a handler would see for a delivery with these
@@ -69,13 +70,14 @@ func EnvelopeOf(d transport.Delivery) Envelope { return Envelope(wire.Read(d)) }
 
 func newMessage(d transport.Delivery, now func() time.Time) *Message {
 	env := EnvelopeOf(d)
-	if env.ID == "" {
+	newID := env.ID == ""
+	if newID {
 		env.ID = wire.NewID()
 	}
 	if env.CreatedAt.IsZero() {
 		env.CreatedAt = now()
 	}
-	return &Message{env: env, body: d.Body, headers: d.Headers, now: now}
+	return &Message{env: env, body: d.Body, headers: d.Headers, now: now, newID: newID}
 }
 
 // Envelope returns a copy of the message's envelope.
@@ -83,6 +85,13 @@ func (m *Message) Envelope() Envelope { return m.env }
 
 // ID returns the stable message id, the key for idempotency.
 func (m *Message) ID() string { return m.env.ID }
+
+// IDIsNew reports whether the message arrived with no id of its own
+// (neither x-acemq-id nor an AMQP message-id, as from a foreign producer),
+// so that ID was made up for this delivery: a redelivery would get another.
+// Code that keys on the id (idempotency) returns ack.Retry(ErrNeedsID) for
+// it, and the server stamps the id on before anything runs.
+func (m *Message) IDIsNew() bool { return m.newID }
 
 // Attempt returns the 1-based attempt number.
 func (m *Message) Attempt() int { return m.env.Attempt }

@@ -19,6 +19,7 @@ const (
 	MetricInFlight       = "acemq.messages.in.flight"
 	MetricConfirmLatency = "acemq.publish.confirm.duration"
 	MetricHeld           = "acemq.messages.held"
+	MetricIDStamped      = "acemq.messages.id.stamped"
 )
 
 // meterName is the instrumentation scope of every instrument here.
@@ -34,6 +35,7 @@ type instruments struct {
 	inFlight       metric.Int64UpDownCounter
 	confirm        metric.Float64Histogram
 	held           metric.Int64UpDownCounter
+	stamped        metric.Int64Counter
 }
 
 func newInstruments(mp metric.MeterProvider) *instruments {
@@ -60,6 +62,8 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Messages being handled now, by queue."))
 	in.confirm, _ = m.Float64Histogram(MetricConfirmLatency, metric.WithUnit("s"),
 		metric.WithDescription("Time from publish to the broker's confirm, for the library's own hops."))
+	in.stamped, _ = m.Int64Counter(MetricIDStamped,
+		metric.WithDescription("Messages with no id of their own, published again with one (ErrNeedsID) before a handler ran."))
 	in.held, _ = m.Int64UpDownCounter(MetricHeld,
 		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in

@@ -73,6 +73,10 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 				zap.Int("attempt", m.Attempt()), zap.String("outcome", v.cause), zap.String("to", v.copy.to), zap.String("reason", v.copy.reason))
 		case v.where == "broker":
 			c.count(v.where)
+		case v.stamp:
+			c.e.inst.stamped.Add(context.Background(), 1, c.q.metrics.queueAdd...)
+			c.e.log.Info("acemq: a message with no id of its own was published again with one, so that its deliveries share it",
+				zap.String("queue", c.q.name), zap.String("id", m.ID()))
 		}
 		c.ack(d, m)
 	case r == copyUnroutable && v.copy.rung:

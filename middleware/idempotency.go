@@ -112,7 +112,12 @@ func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) Idempoten
 // again.
 //
 // Any id works (see idempotency.Key); a log line or an error shows at most
-// the first 128 bytes of one.
+// the first 128 bytes of one. A message with no id of its own (neither
+// x-acemq-id nor a message-id: acemq.Message.IDIsNew) is not claimed: its
+// id was made up for this delivery, and a redelivery would get another. It
+// is retried with acemq.ErrNeedsID instead, and the server publishes it
+// again with that id stamped on (one extra publish, only for such
+// messages) before the handler runs.
 //
 // Put Idempotent after Decode and MaxAge, which settle a message without
 // running the work, and before Recover, so a panic reaches it as a retry.
@@ -168,6 +173,11 @@ type idempotent struct {
 }
 
 func (i *idempotent) serve(ctx context.Context, m *acemq.Message, next acemq.Handler) ack.Ack {
+	if m.IDIsNew() {
+		// The id was made up for this delivery: a redelivery would get
+		// another and run the work again. The server stamps it on first.
+		return ack.Retry(acemq.ErrNeedsID)
+	}
 	claim, err := i.store.Claim(ctx, m.ID())
 	switch {
 	case err != nil:

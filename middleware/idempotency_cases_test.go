@@ -399,3 +399,27 @@ func TestIdempotentNilStorePanics(t *testing.T) {
 	}()
 	middleware.Idempotent(nil)
 }
+
+// TestIdempotentNeedsAnID: a message whose id was made up for this
+// delivery is neither claimed nor handled: it asks the server to stamp the
+// id on first.
+func TestIdempotentNeedsAnID(t *testing.T) {
+	t.Parallel()
+	store := idempotency.NewMemory(time.Minute)
+	var calls atomic.Int32
+	h := middleware.Idempotent(store)(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
+		calls.Add(1)
+		return ack.Accept()
+	}))
+	m := acemq.NewMessage("orders", []byte(`{}`), nil)
+	if !m.IDIsNew() {
+		t.Fatal("a message with no id reads as having one")
+	}
+	a := h.ServeMessage(context.Background(), m)
+	if a.Outcome() != ack.OutcomeRetry || !errors.Is(a.Err(), acemq.ErrNeedsID) || calls.Load() != 0 {
+		t.Errorf("got %v after %d calls, want a retry with ErrNeedsID and no call", a, calls.Load())
+	}
+	if claim, err := store.Claim(context.Background(), m.ID()); err != nil || claim != idempotency.Claimed {
+		t.Errorf("the made-up id was claimed: %v %v", claim, err)
+	}
+}
