@@ -72,11 +72,16 @@ func dialRabbitMQ(ctx context.Context, url string) (transport.Transport, error) 
 }
 
 // run is the whole command line: main wires it to the process, tests to a
-// memory broker.
+// memory broker. All it prints goes through one redaction, of the URL in use
+// and of every argument that might hold a password, whatever printed it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func(ctx context.Context, url string) (transport.Transport, error)) int {
-	a := &app{ctx: ctx, stdout: stdout, stderr: stderr, dial: dial, getenv: os.Getenv, now: time.Now}
+	a := &app{ctx: ctx, dial: dial, getenv: os.Getenv, now: time.Now, secrets: secretArgs(args)}
+	out, errOut := &redactWriter{w: stdout, redact: a.redact}, &redactWriter{w: stderr, redact: a.redact}
+	defer out.Flush()
+	defer errOut.Flush()
+	a.stdout, a.stderr = out, errOut
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(a.stderr, usage)
 		return exitUsage
 	}
 	cmds := map[string]func([]string) int{
@@ -90,12 +95,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func
 		if len(args) > 1 && cmds[args[1]] != nil {
 			return cmds[args[1]]([]string{"--help"})
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(a.stdout, usage)
 		return exitOK
 	default:
 		cmd := cmds[name]
 		if cmd == nil {
-			fmt.Fprintf(stderr, "acemq: unknown command %q\n\n%s", name, usage)
+			fmt.Fprintf(a.stderr, "acemq: unknown command %q\n\n%s", name, usage)
 			return exitUsage
 		}
 		return cmd(args[1:])
@@ -110,6 +115,7 @@ type app struct {
 	getenv         func(string) string
 	now            func() time.Time // wall clock, for progress lines
 	url            string           // the broker URL in use, to redact from errors
+	secrets        secrets          // what of the command line might hold a password
 }
 
 // flags makes a command's flag set, with --json and, for commands that
@@ -130,15 +136,21 @@ func (a *app) flags(name, synopsis, about string, broker bool) (*flag.FlagSet, *
 }
 
 // parse parses args into fs; done says the command should return code now
-// (after --help, or a wrong command line).
+// (after --help, or a wrong command line). The flag package's errors quote
+// the value they refuse; they are printed here, redacted.
 func (a *app) parse(fs *flag.FlagSet, args []string) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(a.stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(a.stdout)
 			fs.Usage()
 			return exitOK, true
 		}
-		return exitUsage, true // flag has printed the error and the usage
+		fmt.Fprintln(a.stderr, a.redact(err.Error()))
+		fs.Usage()
+		return exitUsage, true
 	}
 	if fs.NArg() > 0 {
 		return a.usageError(fs, "unexpected argument %q", fs.Arg(0)), true
@@ -146,20 +158,27 @@ func (a *app) parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 	return 0, false
 }
 
+// usageError prints a wrong command line, redacted: it may quote an
+// argument.
 func (a *app) usageError(fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(a.stderr, "%s: %s\nRun \"%s --help\" for its flags.\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
+	fmt.Fprintf(a.stderr, "%s: %s\nRun \"%s --help\" for its flags.\n", fs.Name(), a.redact(fmt.Sprintf(format, args...)), fs.Name())
 	return exitUsage
 }
 
-// connect dials the broker of --url or $ACEMQ_AMQP_URL.
+// connect dials the broker of --url or $ACEMQ_AMQP_URL. A URL that does not
+// parse is a wrong command line, said without showing the URL.
 func (a *app) connect(fs *flag.FlagSet, url string) (transport.Transport, int) {
+	from := "--url"
 	if url == "" {
-		url = a.getenv(EnvURL)
+		url, from = a.getenv(EnvURL), "$"+EnvURL
 	}
 	if url == "" {
 		return nil, a.usageError(fs, "no broker: give --url or set $%s", EnvURL)
 	}
 	a.url = url
+	if err := amqpconn.CheckURL(url); err != nil {
+		return nil, a.usageError(fs, "%s: %v", from, err)
+	}
 	t, err := a.dial(a.ctx, url)
 	if err != nil {
 		if !strings.Contains(a.redact(err.Error()), amqpconn.Redact(url)) {
@@ -177,13 +196,9 @@ func (a *app) fail(fs *flag.FlagSet, err error) int {
 	return exitError
 }
 
-// redact removes the password of the URL in use from s.
-func (a *app) redact(s string) string {
-	if a.url == "" {
-		return s
-	}
-	return amqpconn.RedactError(errors.New(s), a.url)
-}
+// redact removes from s the password of the URL in use and of every
+// argument that might hold one.
+func (a *app) redact(s string) string { return a.secrets.redact(s, a.url) }
 
 func (a *app) printJSON(v any) {
 	enc := json.NewEncoder(a.stdout)

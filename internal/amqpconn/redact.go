@@ -1,53 +1,60 @@
 package amqpconn
 
 import (
+	"encoding/json"
+	"errors"
 	"net/url"
+	"strconv"
 	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// redacted replaces a password wherever one would be shown.
-const redacted = "xxxxx"
+// Redacted stands for a password wherever one would be shown.
+const Redacted = "xxxxx"
+
+// ErrBadURL is matched, with errors.Is, by every error CheckURL returns.
+var ErrBadURL = errors.New("acemq: the broker URL does not parse")
+
+// urlError is a broker URL refused before any dial. Its text says what kind
+// of mistake it is and quotes nothing of the URL: url.Parse and amqp091-go
+// quote a piece of their input, and for a password with an unescaped "#"
+// that piece ("invalid port \":50pct\"") is the start of the password. It
+// unwraps to ErrBadURL and to their error, whose own text still quotes it.
+type urlError struct {
+	problem string
+	err     error // url.Parse's or amqp091-go's; nil when the refusal is ours
+}
+
+func (e *urlError) Error() string {
+	return ErrBadURL.Error() + " (it is not shown, as it may hold a password): " + e.problem
+}
+
+func (e *urlError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrBadURL}
+	}
+	return []error{ErrBadURL, e.err}
+}
+
+// CheckURL reports whether rawURL is a broker URL amqp091-go can dial as
+// written. Besides what amqp091-go refuses, it refuses what amqp091-go
+// would dial somewhere else than meant: an "@" after the host (a password
+// with an unescaped "/" reads as host, port and vhost), a "#" (in a
+// password it can make the user the host) and a scheme not followed by
+// "//" (amqp:user:pass@host dials localhost as guest).
+func CheckURL(rawURL string) error {
+	if err := inspect(rawURL).err; err != nil {
+		return err
+	}
+	return nil
+}
 
 // Redact returns rawURL with its password replaced, so that the URL can be
-// logged or put in an error. A string that does not parse as a URL is
-// redacted by hand: everything between "://user:" and the last "@" before
-// the host goes, so that a malformed URL still cannot leak a password.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Opaque != "" {
-		return redactByHand(rawURL)
-	}
-	if u.User == nil {
-		return rawURL
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), redacted)
-	}
-	return u.String()
-}
-
-// redactByHand handles what url.Parse refused (an unescaped "%" or "#" in a
-// password, for instance).
-func redactByHand(s string) string {
-	scheme := strings.Index(s, "://")
-	if scheme < 0 {
-		if strings.Contains(s, "@") {
-			return redacted
-		}
-		return s
-	}
-	rest := s[scheme+3:]
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return s
-	}
-	userinfo := rest[:at]
-	user, _, hasPass := strings.Cut(userinfo, ":")
-	if !hasPass {
-		return s
-	}
-	return s[:scheme+3] + user + ":" + redacted + rest[at:]
-}
+// logged or put in an error. A URL CheckURL refuses is redacted as a whole:
+// everything between "//" and the last "@" goes, or all of it when there is
+// no "@" (it may be a password pasted alone).
+func Redact(rawURL string) string { return inspect(rawURL).shown }
 
 // RedactError returns err's text with every one of urls redacted: the
 // network errors amqp091-go returns can quote the URL they were given.
@@ -55,19 +62,201 @@ func RedactError(err error, urls ...string) string {
 	if err == nil {
 		return ""
 	}
-	msg := err.Error()
+	return RedactText(err.Error(), urls...)
+}
+
+// RedactText returns s with every one of urls redacted, and then their
+// passwords wherever else they stand: as written, quoted by %q or encoded
+// as JSON.
+func RedactText(s string, urls ...string) string {
+	var secrets []string
 	for _, u := range urls {
-		if u == "" {
+		if u == "" || strings.Contains(Redacted, u) {
 			continue
 		}
-		msg = strings.ReplaceAll(msg, u, Redact(u))
-		if parsed, perr := url.Parse(u); perr == nil && parsed.User != nil {
-			if pw, ok := parsed.User.Password(); ok && pw != "" {
-				msg = strings.ReplaceAll(msg, pw, redacted)
-			}
+		in := inspect(u)
+		s = replaceForms(s, u, in.shown)
+		secrets = append(secrets, in.secrets...)
+	}
+	for _, secret := range secrets {
+		if secret != "" && !strings.Contains(Redacted, secret) {
+			s = replaceForms(s, secret, Redacted)
 		}
 	}
-	return msg
+	return s
+}
+
+// replaceForms replaces old with repl in s as it is, as %q writes it and
+// as JSON does.
+func replaceForms(s, old, repl string) string {
+	s = strings.ReplaceAll(s, old, repl)
+	if q := quoted(old); q != old {
+		s = strings.ReplaceAll(s, q, quoted(repl))
+	}
+	if j := jsonQuoted(old); j != old {
+		s = strings.ReplaceAll(s, j, jsonQuoted(repl))
+	}
+	return s
+}
+
+func quoted(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+func jsonQuoted(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+// inspected is what Redact, RedactError and CheckURL make of one URL.
+type inspected struct {
+	shown   string    // the URL fit to print
+	secrets []string  // what must never be printed: the password, as written and as meant
+	err     *urlError // why the URL is refused; nil when it may be dialled
+}
+
+func inspect(raw string) inspected {
+	if raw == "" {
+		return inspected{err: &urlError{problem: "it is empty"}}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return byHand(raw, &urlError{problem: parseProblem(err), err: err})
+	}
+	if problem := shapeProblem(raw, u); problem != "" {
+		return byHand(raw, &urlError{problem: problem})
+	}
+	if _, err := amqp.ParseURI(raw); err != nil {
+		return byHand(raw, &urlError{problem: amqpProblem(err), err: err})
+	}
+	return parsed(raw, u)
+}
+
+// shapeProblem is what url.Parse accepts but a broker URL may not be.
+func shapeProblem(raw string, u *url.URL) string {
+	switch {
+	case u.Scheme == "":
+		return "it has no scheme: a broker URL begins amqp:// or amqps://"
+	case u.Opaque != "" || !strings.HasPrefix(raw[len(u.Scheme):], "://"):
+		return "the scheme is not followed by //: a broker URL begins amqp:// or amqps://"
+	}
+	if strings.Contains(raw, "#") {
+		return `it has a "#" (a broker URL has no fragment): a "#" in a password must be percent-encoded (%23)`
+	}
+	rest := raw[len(u.Scheme)+3:]
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.Contains(rest[end:], "@") {
+		return `there is an "@" after the host: a "/", "?" or "#" in a password must be percent-encoded ` +
+			`(%2F, %3F, %23), and an "@" in a vhost (%40)`
+	}
+	return ""
+}
+
+// parsed redacts a URL CheckURL accepts: its userinfo, if any, ends at the
+// last "@".
+func parsed(raw string, u *url.URL) inspected {
+	if u.User == nil {
+		return inspected{shown: raw}
+	}
+	head := len(u.Scheme) + 3
+	at := head + strings.LastIndex(raw[head:], "@")
+	user, pw, hasPw := strings.Cut(raw[head:at], ":")
+	if !hasPw {
+		return inspected{shown: raw}
+	}
+	in := inspected{shown: raw[:head] + user + ":" + Redacted + raw[at:], secrets: []string{pw}}
+	if meant, _ := u.User.Password(); meant != pw {
+		in.secrets = append(in.secrets, meant)
+	}
+	return in
+}
+
+// byHand redacts what CheckURL refused: all that stands between "//" (or
+// the start) and the last "@", or all of it when there is no "@".
+func byHand(raw string, err *urlError) inspected {
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		in := inspected{shown: Redacted, secrets: []string{raw}, err: err}
+		if i := strings.Index(raw, "://"); i > 0 && isScheme(raw[:i]) {
+			if _, pw, ok := strings.Cut(raw[i+3:], ":"); ok {
+				in.secrets = append(in.secrets, pw)
+			}
+		}
+		return in
+	}
+	start := 0
+	if i := strings.Index(raw[:at], "://"); i > 0 && isScheme(raw[:i]) {
+		start = i + 3
+	}
+	in := inspected{shown: raw[:start] + Redacted + raw[at:], secrets: []string{raw[start:at]}, err: err}
+	if _, pw, ok := strings.Cut(raw[start:at], ":"); ok {
+		in.secrets = append(in.secrets, pw)
+	}
+	return in
+}
+
+// isScheme reports whether s is a URL scheme as RFC 3986 spells one.
+func isScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// parseProblem says what url.Parse found wrong, in words of our own: its
+// error quotes the piece of the URL it choked on. Only the constant part
+// of its text is looked at.
+func parseProblem(err error) string {
+	var escape url.EscapeError
+	var host url.InvalidHostError
+	var ue *url.Error
+	msg := ""
+	if errors.As(err, &ue) && ue.Err != nil {
+		msg = ue.Err.Error()
+	}
+	switch {
+	case errors.As(err, &escape):
+		return `a "%" is not followed by two hex digits: a "%" in a password is written %25`
+	case errors.As(err, &host):
+		return "the host has a character a host name may not have"
+	case strings.HasPrefix(msg, "invalid port "):
+		return `what follows the first ":" after // is not a port: a "#", "?" or "/" in a password ` +
+			`must be percent-encoded (%23, %3F, %2F)`
+	case msg == "net/url: invalid userinfo":
+		return "the user or password holds a character that must be percent-encoded (a space, a non-ASCII letter, ...)"
+	case msg == "net/url: invalid control character in URL":
+		return "it holds a control character"
+	case msg == "missing ']' in host":
+		return `an IPv6 host lacks its closing "]"`
+	case msg == "missing protocol scheme", msg == "first path segment in URL cannot contain colon":
+		return "it has no scheme: a broker URL begins amqp:// or amqps://"
+	}
+	return "it is not a URL"
+}
+
+// amqpProblem says what amqp091-go found wrong, in words of our own. Only
+// the constant part of its text is looked at.
+func amqpProblem(err error) string {
+	var num *strconv.NumError
+	msg := err.Error()
+	switch {
+	case msg == "URI must not contain whitespace":
+		return "it holds a space"
+	case msg == "AMQP scheme must be either 'amqp://' or 'amqps://'":
+		return "the scheme is neither amqp:// nor amqps://"
+	case strings.HasPrefix(msg, "heartbeat is not "), strings.HasPrefix(msg, "connection_timeout is not "),
+		strings.HasPrefix(msg, "channel_max is not "):
+		name, _, _ := strings.Cut(msg, " ")
+		return "the query parameter " + name + " is not a whole number in range"
+	case errors.As(err, &num):
+		return "the port is not a number in range"
+	}
+	return "amqp091-go refuses it"
 }
 
 // redactedError shows a redacted text but still unwraps to the original, so
@@ -81,7 +270,13 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redactErr wraps err so that its text names u redacted.
+// redactErr wraps err, an attempt to dial u, so that its text names u
+// redacted. When u is a URL CheckURL refuses, err is amqp091-go's parse
+// error, or the failure of a dial to where u did not mean; either way the
+// text is CheckURL's, which quotes nothing.
 func redactErr(err error, u string) error {
+	if in := inspect(u); in.err != nil {
+		return &urlError{problem: in.err.problem, err: err}
+	}
 	return &redactedError{msg: Redact(u) + ": " + RedactError(err, u), err: err}
 }

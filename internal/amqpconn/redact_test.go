@@ -1,7 +1,9 @@
 package amqpconn
 
 import (
+	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +19,23 @@ func TestRedact(t *testing.T) {
 		{"no password", "amqp://guest@localhost/", "amqp://guest@localhost/"},
 		{"no userinfo", "amqp://localhost:5672/", "amqp://localhost:5672/"},
 		{"escaped password", "amqp://u:p%40ss@host/", "amqp://u:xxxxx@host/"},
-		{"unparseable password", "amqp://u:50%off#x@host/", "amqp://u:xxxxx@host/"},
-		{"at in password unescaped", "amqp://u:a@b%zz@host/", "amqp://u:xxxxx@host/"},
-		{"no scheme with at", "u:p%zz@host", "xxxxx"},
+		{"at in password unescaped, parses", "amqp://u:a@b@host/", "amqp://u:xxxxx@host/"},
 		{"empty", "", ""},
+		// What CheckURL refuses goes as a whole, up to the last "@".
+		{"hash in password", "amqp://guest:50pct#Hunter2@host/", "amqp://xxxxx@host/"},
+		{"unparseable password", "amqp://u:50%off#x@host/", "amqp://xxxxx@host/"},
+		{"bad escape", "amqp://u:%zz@host/", "amqp://xxxxx@host/"},
+		{"at in password unescaped, bad escape", "amqp://u:a@b%zz@host/", "amqp://xxxxx@host/"},
+		{"space in password", "amqp://u:a b@host/", "amqp://xxxxx@host/"},
+		{"unicode password", "amqp://u:pässwörd@host/", "amqp://xxxxx@host/"},
+		{"slash in password, reads as host and port", "amqp://u:12/S3cr3t@host/", "amqp://xxxxx@host/"},
+		{"no slashes after the scheme", "amqp:u:S3cr3t@host", "xxxxx@host"},
+		{"no scheme with at", "u:p%zz@host", "xxxxx@host"},
+		{"bad scheme", "http://u:p@host/", "http://xxxxx@host/"},
+		{"hash, no at", "amqp://guest:#Hunter2", "xxxxx"},
+		{"bare password", "Hunter2", "xxxxx"},
+		{"bare password with hash", "50pct#Hunter2", "xxxxx"},
+		{"no at, does not parse", "amqp://u:S3cr3t", "xxxxx"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,6 +45,85 @@ func TestRedact(t *testing.T) {
 				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCheckURL: a URL that does not parse is refused with words of ours
+// that quote nothing of it, and still unwraps to the parser's error.
+func TestCheckURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, secret, says string
+		parseErr               bool // unwraps to a *url.Error
+	}{
+		{"hash in password", "amqp://guest:50pct#Hunter2@host/", "50pct", "not a port", true},
+		{"bad escape", "amqp://u:ab%zzcd@host/", "%zz", `"%" is not followed by two hex digits`, true},
+		{"space in password", "amqp://u:Hunter 2@host/", "Hunter", "percent-encoded", true},
+		{"space in vhost", "amqp://u:Hunter2@host/a b", "Hunter2", "space", false},
+		{"at in password, bad escape", "amqp://u:a@Hunter2%zz@host/", "Hunter2", "two hex digits", true},
+		{"unicode password", "amqp://u:Hünter2@host/", "nter2", "percent-encoded", true},
+		{"amqps, hash", "amqps://u:Hunter2#x@host/", "Hunter2", "not a port", true},
+		{"bad scheme", "http://u:Hunter2@host/", "Hunter2", "neither amqp:// nor amqps://", false},
+		{"bare password", "Hunter2", "Hunter2", "no scheme", false},
+		{"bare password with hash", "50pct#Hunter2", "50pct", "no scheme", false},
+		{"slash in password", "amqp://u:12/Hunter2@host/", "Hunter2", `"@" after the host`, false},
+		{"no slashes", "amqp:u:Hunter2@host", "Hunter2", "not followed by //", false},
+		{"hash, no at", "amqp://guest:#Hunter2", "Hunter2", `has a "#"`, false},
+		{"port out of range", "amqp://u:Hunter2@host:99999999999/", "99999999999", "port", false},
+		{"bad heartbeat", "amqp://u:p@host/?heartbeat=Hunter2", "Hunter2", "heartbeat", false},
+		{"control character", "amqp://u:Hunter\x012@host/", "Hunter", "control character", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckURL(tt.in)
+			if err == nil {
+				t.Fatalf("CheckURL(%q) = nil", tt.in)
+			}
+			if msg := err.Error(); strings.Contains(msg, tt.secret) || !strings.Contains(msg, tt.says) ||
+				!strings.HasPrefix(msg, "acemq: the broker URL does not parse (it is not shown, as it may hold a password): ") {
+				t.Errorf("CheckURL(%q) = %q; want it to say %q and not %q", tt.in, msg, tt.says, tt.secret)
+			}
+			if !errors.Is(err, ErrBadURL) {
+				t.Error("not errors.Is ErrBadURL")
+			}
+			var ue *url.Error
+			if errors.As(err, &ue) != tt.parseErr {
+				t.Errorf("errors.As(*url.Error) = %v, want %v", !tt.parseErr, tt.parseErr)
+			}
+			if shown := RedactError(err, tt.in); strings.Contains(shown, tt.secret) {
+				t.Errorf("RedactError shows %q", shown)
+			}
+		})
+	}
+	for _, ok := range []string{"amqp://guest:guest@localhost:5672/", "amqps://u:p%23x@host/vh", "amqp://", "amqp://host", "AMQP://u:p@host/"} {
+		if err := CheckURL(ok); err != nil {
+			t.Errorf("CheckURL(%q) = %v", ok, err)
+		}
+	}
+}
+
+// TestOpenBadURL: Open's error for a URL that does not parse is CheckURL's,
+// quoting nothing, alone or among others.
+func TestOpenBadURL(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, urls := range [][]string{
+		{"amqp://guest:50pct#Hunter2@127.0.0.1:1/"},
+		{"amqp://guest:guest@127.0.0.1:1/", "amqp://guest:50pct#Hunter2@127.0.0.1:1/"},
+	} {
+		_, err := Open(ctx, Config{URLs: urls, Name: "t", DialTimeout: time.Second})
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded", urls)
+		}
+		if msg := err.Error(); strings.Contains(msg, "50pct") || strings.Contains(msg, "Hunter2") || !strings.Contains(msg, "does not parse") {
+			t.Errorf("Open(%q) = %q", urls, msg)
+		}
+		var ue *url.Error
+		if !errors.Is(err, ErrBadURL) || !errors.As(err, &ue) {
+			t.Errorf("Open(%q): the causes are lost: %v", urls, err)
+		}
 	}
 }
 

@@ -35,11 +35,22 @@ var _ transport.Transport = (*Transport)(nil)
 // Dial connects to the broker at url (amqp:// or amqps://) and returns a
 // Transport that stays connected until Close. It fails when no node of the
 // cluster answered or ctx ended first; the error never shows a password.
+// A URL that does not parse, this one or one of WithURLs, fails it at once
+// without a dial: a reconnect would only fail on it later. The error then
+// says what is wrong in words that quote nothing of the URL.
 func Dial(ctx context.Context, url string, opts ...Option) (*Transport, error) {
 	cfg := defaultConfig(url)
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
+		}
+	}
+	for i, u := range cfg.urls {
+		if err := amqpconn.CheckURL(u); err != nil {
+			if len(cfg.urls) > 1 {
+				return nil, fmt.Errorf("acemq: dial: URL %d of %d: %w", i+1, len(cfg.urls), err)
+			}
+			return nil, fmt.Errorf("acemq: dial: %w", err)
 		}
 	}
 	t := &Transport{cfg: cfg, log: cfg.logger, subs: make(map[*subscription]struct{})}
