@@ -7,6 +7,7 @@ import (
 
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
 )
 
 // verdict is what becomes of one delivery once its handler has answered:
@@ -61,6 +62,10 @@ type hop struct {
 	rung bool
 	// delay is the rung's wait, for that fall-back.
 	delay time.Duration
+	// trim publishes the copy with only the wire contract's headers and
+	// the properties AMQP can carry (wire.Trim): a copy that could not be
+	// written whole is parked so.
+	trim bool
 }
 
 // queueRun is one queue's settings, resolved once when Run starts: the
@@ -128,6 +133,28 @@ func decideRetry(q *queueRun, env Envelope, err error, now time.Time) verdict {
 // failed on stays.
 func giveUp(queue string, env Envelope, reason, cause string) verdict {
 	return verdict{settle: settleCopy, cause: cause, copy: hop{to: queue, attempt: env.Attempt, reason: reason}}
+}
+
+// unwritable is the verdict for a copy that cannot be written at all (a
+// property over an AMQP short string, headers over the frame size): park a
+// trimmed copy, with a reason that says what was too large and what the
+// copy was for.
+func unwritable(q *queueRun, env Envelope, v verdict, err error) verdict {
+	was := "a retry"
+	if v.copy.reason != "" {
+		was = v.copy.reason
+	}
+	reason := fmt.Sprintf("could not be written: %s; parked with only the acemq headers, instead of %s", limitOf(err), was)
+	return verdict{settle: settleCopy, cause: "unwritable", copy: hop{to: q.parked, attempt: env.Attempt, reason: reason, trim: true}}
+}
+
+// limitOf names the limit err broke, in the transport's words.
+func limitOf(err error) string {
+	var le *transport.LimitError
+	if errors.As(err, &le) {
+		return fmt.Sprintf("%s is %d, over the limit of %d", le.Field, le.Size, le.Limit)
+	}
+	return fmt.Sprint(err)
 }
 
 // inProcessInstead is the verdict for a rung copy that reached no queue:

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
 )
 
 // TestDecide holds the decision to the settlement table of the wire
@@ -115,5 +117,24 @@ func TestDecideAgeFromTheFuture(t *testing.T) {
 	v := decide(q, Envelope{Attempt: 1, CreatedAt: now.Add(time.Hour)}, ack.Retry(errors.New("x")), now)
 	if v.cause != "" || v.copy.to != "orders" {
 		t.Errorf("a message from the future: %+v", v)
+	}
+}
+
+// TestDecideUnwritable: a copy that cannot be written is parked trimmed,
+// with a reason that names the limit and what the copy was for.
+func TestDecideUnwritable(t *testing.T) {
+	t.Parallel()
+	q := (&Server{}).resolve("orders")
+	env := Envelope{Attempt: 3}
+	tooLong := fmt.Errorf("publish: %w", &transport.LimitError{Field: "headers", Size: 140000, Limit: 130048})
+	dead := giveUp(q.deadLetter, env, "exhausted 3 attempts: boom", "exhausted")
+	got := unwritable(q, env, dead, tooLong)
+	want := verdict{settle: settleCopy, cause: "unwritable", copy: hop{to: "orders.parked", attempt: 3, trim: true,
+		reason: "could not be written: headers is 140000, over the limit of 130048; parked with only the acemq headers, instead of exhausted 3 attempts: boom"}}
+	if got != want {
+		t.Errorf("unwritable =\n %+v\nwant\n %+v", got, want)
+	}
+	if r := unwritable(q, env, verdict{copy: hop{to: "orders", attempt: 4}}, tooLong).copy.reason; !strings.HasSuffix(r, "instead of a retry") {
+		t.Errorf("a retry's reason: %q", r)
 	}
 }

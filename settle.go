@@ -59,6 +59,7 @@ const (
 	copyNacked                      // the broker refused it
 	copyBlocked                     // the broker blocks publishes (a memory or disk alarm)
 	copyUnknown                     // no confirm: the channel closed, the timeout passed, the transport failed
+	copyTooLarge                    // refused before it was written: over an AMQP limit
 )
 
 // conclude ends the original once its copy's fate is known: the one switch
@@ -137,7 +138,7 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 		if why == "missing" {
 			c.redeclare(v.copy.to)
 		}
-		switch r := c.publishOnce(m, d, v.copy); r {
+		switch r, _ := c.publishOnce(m, d, v.copy); r {
 		case copyRouted, copyUnknown:
 			if r == copyRouted {
 				c.e.log.Info("acemq: a held copy was placed", append(c.hopFields(m, v), zap.Duration("held_for", time.Since(since)))...)
@@ -203,7 +204,16 @@ func (c *consumer) hopFields(m *Message, v verdict) []zap.Field {
 // false), a first publish the broker blocked or nacked moves to a held
 // goroutine for its retries, which concludes in turn.
 func (c *consumer) send(d transport.Delivery, m *Message, v verdict, held bool) {
-	r := c.publishOnce(m, d, v.copy)
+	r, err := c.publishOnce(m, d, v.copy)
+	if r == copyTooLarge && !v.copy.trim {
+		// Nothing was written and no connection harmed; the same copy
+		// would fail the same way every time.
+		u := unwritable(c.q, m.env, v, err)
+		c.e.log.Error("acemq: the copy cannot be written; a trimmed copy is parked instead",
+			append(c.hopFields(m, v), zap.String("parked_reason", u.copy.reason))...)
+		c.settle(d, m, u)
+		return
+	}
 	if r == copyBlocked || r == copyNacked {
 		if !held {
 			what := "the broker is blocking publishes; holding the message until it clears"
@@ -256,7 +266,7 @@ func (c *consumer) republish(m *Message, d transport.Delivery, h hop, r publishe
 		if backoff.Sleep(context.Background(), nil, republishBackoff.Delay(n), c.e.stop.cut) != nil {
 			return copyUnknown // cut off by the stop
 		}
-		if r = c.publishOnce(m, d, h); r != copyBlocked && r != copyNacked {
+		if r, _ = c.publishOnce(m, d, h); r != copyBlocked && r != copyNacked {
 			return r
 		}
 		if r == copyBlocked && time.Now().After(deadline) {
@@ -277,24 +287,30 @@ var republishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Seco
 
 // publishOnce republishes the copy by queue name, mandatory, with the wire
 // contract's headers and without the broker's own.
-func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) published {
+func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (published, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
 	defer cancel()
+	p := wire.Copy(d, wire.Envelope(m.env), h.to, h.attempt, h.reason)
+	if h.trim {
+		p = wire.Trim(p)
+	}
 	began := time.Now()
-	conf, err := c.e.t.Publish(ctx, wire.Copy(d, wire.Envelope(m.env), h.to, h.attempt, h.reason))
+	conf, err := c.e.t.Publish(ctx, p)
 	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.q.metrics.queueRec...)
 	switch {
 	case err == nil && conf.Routed:
-		return copyRouted
+		return copyRouted, nil
 	case err == nil:
-		return copyUnroutable
+		return copyUnroutable, nil
 	case errors.Is(err, transport.ErrNacked):
-		return copyNacked
+		return copyNacked, err
 	case errors.Is(err, transport.ErrBlocked):
-		return copyBlocked
+		return copyBlocked, err
+	case errors.Is(err, transport.ErrTooLarge):
+		return copyTooLarge, err
 	default:
 		c.e.log.Warn("acemq: republish", zap.String("queue", c.q.name), zap.String("to", h.to), zap.Error(err))
-		return copyUnknown
+		return copyUnknown, err
 	}
 }
 

@@ -34,3 +34,29 @@ func TestNewDropsAProducersError(t *testing.T) {
 		t.Errorf("x-acemq-error = %v", p.Headers[wire.Error])
 	}
 }
+
+// TestTrimKeepsWhatAlwaysFits: a trimmed copy carries the contract's
+// headers (long strings cut), no other header, and no short-string
+// property too long to write; the body stays whole.
+func TestTrimKeepsWhatAlwaysFits(t *testing.T) {
+	t.Parallel()
+	body := []byte(strings.Repeat("b", 1<<20))
+	p := wire.Copy(transport.Delivery{
+		Headers:    map[string]any{"blob": strings.Repeat("x", 200000), "trace": "t"},
+		Properties: transport.Properties{CorrelationID: strings.Repeat("c", 300), ContentType: "application/json"},
+		Body:       body,
+	}, wire.Envelope{ID: strings.Repeat("i", 5000), Attempt: 2}, "q.parked", 2, "could not be written: headers is 200400, over the limit of 130048")
+	got := wire.Trim(p)
+	if _, ok := got.Headers["blob"]; ok || got.Headers["trace"] != nil {
+		t.Errorf("kept an application header: %v", got.Headers)
+	}
+	if id, _ := got.Headers[wire.ID].(string); len(id) != 4096 || got.Headers[wire.Attempt] != int64(2) || got.Headers[wire.Error] == nil {
+		t.Errorf("contract headers: id %d bytes, attempt %v, error %v", len(id), got.Headers[wire.Attempt], got.Headers[wire.Error])
+	}
+	if got.CorrelationID != "" || got.ContentType != "application/json" || len(got.Body) != len(body) || got.RoutingKey != "q.parked" {
+		t.Errorf("properties %+v, body %d bytes", got.Properties, len(got.Body))
+	}
+	if len(p.Headers) != 8 {
+		t.Errorf("Trim changed the copy it was given: %d headers", len(p.Headers))
+	}
+}

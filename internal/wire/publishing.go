@@ -92,3 +92,35 @@ func messageID(id string) string {
 	}
 	return id
 }
+
+// maxTrimmedValue bounds a string header a trimmed copy keeps.
+const maxTrimmedValue = 4096
+
+// Trim cuts a copy down to what AMQP can always carry, for a copy that
+// could not be written whole: only the wire contract's headers, strings
+// among them cut to 4 KiB, and no short-string property over 255 bytes.
+// The body is kept: it travels in frames of its own, whatever its size.
+func Trim(p transport.Publishing) transport.Publishing {
+	h := make(map[string]any, len(contract))
+	for _, k := range contract {
+		v, ok := p.Headers[k]
+		if !ok {
+			continue
+		}
+		if s, isString := v.(string); isString && len(s) > maxTrimmedValue {
+			v = s[:maxTrimmedValue]
+		}
+		h[k] = v
+	}
+	p.Headers = h
+	for _, f := range []*string{&p.ContentType, &p.ContentEncoding, &p.CorrelationID, &p.ReplyTo,
+		&p.Expiration, &p.MessageID, &p.Type, &p.UserID, &p.AppID} {
+		if len(*f) > maxShortString {
+			*f = ""
+		}
+	}
+	return p
+}
+
+// contract is every header of the wire contract.
+var contract = [...]string{ID, Attempt, Error, Created, Exchange, RoutingKey}
