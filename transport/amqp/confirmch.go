@@ -21,7 +21,8 @@ import (
 // blocked on the channel, so a return is never in the hands of someone who
 // has not recorded it yet.
 type confirmCh struct {
-	ch *amqp.Channel
+	ch       *amqp.Channel
+	frameMax int // negotiated by its connection: a content header must fit
 
 	mu      sync.Mutex
 	returns chan amqp.Return // nil once amqp091-go has closed it
@@ -35,6 +36,14 @@ type confirmCh struct {
 }
 
 func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*confirmCh, error) {
+	// The frame size is read from the connection the channel is opened
+	// on, or from the one before it if a reconnect comes between: nodes of
+	// one cluster, configured alike, negotiate the same.
+	c, err := conn.Connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	frameMax := c.Config.FrameSize
 	ch, err := conn.Channel(ctx)
 	if err != nil {
 		return nil, err
@@ -44,10 +53,11 @@ func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*c
 		return nil, fmt.Errorf("confirm.select: %w", err)
 	}
 	return &confirmCh{
-		ch:      ch,
-		returns: ch.NotifyReturn(make(chan amqp.Return, returnsBuf)),
-		pending: make(map[uint64]bool),
-		closes:  ch.NotifyClose(make(chan *amqp.Error, 1)),
+		ch:       ch,
+		frameMax: frameMax,
+		returns:  ch.NotifyReturn(make(chan amqp.Return, returnsBuf)),
+		pending:  make(map[uint64]bool),
+		closes:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 	}, nil
 }
 

@@ -107,6 +107,10 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 		seq = p.seq.Add(1)
 		headers[seqHeader] = int64(seq)
 	}
+	size, err := measure(pub, headers)
+	if err != nil {
+		return transport.Confirmation{}, err
+	}
 	msg := toPublishing(pub, headers)
 
 	select {
@@ -129,6 +133,9 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 				return transport.Confirmation{}, unconfirmed(pub, fmt.Errorf("not sent: %w", err))
 			}
 			return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: open channel: %w", destination(pub), classify(err))
+		}
+		if err := fit(pub, size, c); err != nil {
+			return transport.Confirmation{}, err
 		}
 		c.register(seq)
 		c.begin()

@@ -74,8 +74,12 @@ func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, 
 // Publish routes p and confirms at once. A mandatory publish that reached
 // no queue is Routed false with no error; a publish that is not mandatory
 // is always Routed true, since RabbitMQ would not say. A missing exchange
-// is ErrNotFound; headers AMQP cannot carry are an error before anything
-// is routed. A queue over its x-max-length or x-max-length-bytes under
+// is ErrNotFound; a header type AMQP cannot carry is an error before
+// anything is routed, and so, as a *transport.LimitError, is what the amqp
+// transport refuses before it writes a frame: a property or header name
+// over 255 bytes, headers nested deeper than 32 or with more than 8192
+// entries in one table or array, a content header too large for
+// [FrameMax]. A queue over its x-max-length or x-max-length-bytes under
 // x-overflow reject-publish refuses the message: ErrNacked, though the
 // other queues it was routed to took it, as on RabbitMQ. The broker's
 // publish fault function ([Broker.SetPublishFault]) may make it fail
@@ -138,6 +142,9 @@ func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL b
 			return nil, 0, false, err
 		}
 		return nil, 0, false, fmt.Errorf("memory: headers: %w", err)
+	}
+	if err := checkLimits(&p); err != nil {
+		return nil, 0, false, err
 	}
 	if p.UserID != "" && p.UserID != User {
 		return nil, 0, false, fmt.Errorf("%w: user_id property set to '%s' but authenticated user was '%s'",

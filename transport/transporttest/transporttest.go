@@ -93,6 +93,13 @@ var cases = []testCase{
 	{"DropHeadDropsGivenBack", testDropHeadGivenBack},
 	{"QuorumRejectPublish", testQuorumRejectPublish},
 	{"LimitArgsRefused", testLimitArgsRefused},
+	// amqplimits.go
+	{"MessageIDLimit", testMessageIDLimit},
+	{"ShortStringProperties", testShortStringProperties},
+	{"HeaderNameLimit", testHeaderNameLimit},
+	{"HeaderDepthLimit", testHeaderDepthLimit},
+	{"HeaderEntriesLimit", testHeaderEntriesLimit},
+	{"HeadersOverFrame", testHeadersOverFrame},
 	// declare.go
 	{"InequivalentRedeclare", testInequivalentRedeclare},
 	{"DeclareStopsAtFirstRefusal", testDeclareStops},
