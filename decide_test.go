@@ -126,11 +126,11 @@ func TestDecideUnwritable(t *testing.T) {
 	t.Parallel()
 	q := (&Server{}).resolve("orders")
 	env := Envelope{Attempt: 3}
-	tooLong := fmt.Errorf("publish: %w", &transport.LimitError{Field: "headers", Size: 140000, Limit: 130048})
+	tooLong := fmt.Errorf("publish: %w", &transport.LimitError{Field: "headers", Size: 140000, Limit: 129016})
 	dead := giveUp(q.deadLetter, env, "exhausted 3 attempts: boom", "exhausted")
 	got := unwritable(q, env, dead, tooLong)
 	want := verdict{settle: settleCopy, cause: "unwritable", copy: hop{to: "orders.parked", attempt: 3, trim: true,
-		reason: "could not be written: headers is 140000, over the limit of 130048; parked with only the acemq headers, instead of exhausted 3 attempts: boom"}}
+		reason: "could not be written: headers is 140000, over the limit of 129016; parked with only the acemq headers, instead of exhausted 3 attempts: boom"}}
 	if got != want {
 		t.Errorf("unwritable =\n %+v\nwant\n %+v", got, want)
 	}

@@ -1,13 +1,17 @@
 package acemq_test
 
 import (
+	"context"
 	"errors"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 )
 
@@ -197,5 +201,43 @@ func wantCounts(t *testing.T, f *fixture, deadLettered, failed int64) {
 	}
 	if got := f.counter(acemq.MetricSetAsideFailed, nil); got != failed {
 		t.Errorf("set.aside.failed = %d, want %d", got, failed)
+	}
+}
+
+// TestExecutorUnwritableCopyIsParkedTrimmed: a message whose headers fill
+// the frame cannot take the headers a dead letter adds; the copy is
+// refused before a byte is written, and a trimmed copy is parked with a
+// reason naming the limit. Nothing loops, and the next message is fine.
+func TestExecutorUnwritableCopyIsParkedTrimmed(t *testing.T) {
+	t.Parallel()
+	h := always(ack.DeadLetter(errors.New("no such customer")))
+	f := start(t, &acemq.Server{}, map[string]acemq.Handler{"q": h})
+	ctx := context.Background()
+	// The largest header that still fits, found on a scratch queue.
+	if err := f.conn.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "scratch", Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	fits := func(n int) bool {
+		_, err := f.conn.Publish(ctx, transport.Publishing{RoutingKey: "scratch", Headers: map[string]any{"blob": strings.Repeat("x", n)}})
+		return err == nil
+	}
+	n := sort.Search(memory.FrameMax, func(n int) bool { return !fits(n) }) - 1
+	if _, err := f.conn.Publish(ctx, transport.Publishing{RoutingKey: "q", Headers: map[string]any{"blob": strings.Repeat("x", n)}, Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	d := f.only("q.parked")
+	env := acemq.EnvelopeOf(d)
+	if !strings.HasPrefix(env.Error, "could not be written: headers is ") || !strings.Contains(env.Error, "instead of the handler rejected it: no such customer") {
+		t.Errorf("reason %q", env.Error)
+	}
+	if _, ok := d.Headers["blob"]; ok || string(d.Body) != "{}" {
+		t.Errorf("the parked copy kept the blob, or lost its body: %d headers, body %q", len(d.Headers), d.Body)
+	}
+	f.eventually("the original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
+	if h.count() != 1 || f.broker.Depth("q.dlq") != 0 {
+		t.Errorf("handled %d times, q.dlq %d", h.count(), f.broker.Depth("q.dlq"))
+	}
+	if got := f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": "unwritable"}); got != 1 {
+		t.Errorf("dead.lettered{unwritable} = %d", got)
 	}
 }
