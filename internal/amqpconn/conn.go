@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acemq/acemq/internal/backoff"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 )
@@ -20,6 +21,17 @@ var ErrClosed = errors.New("amqpconn: closed")
 // closeTimeout bounds the connection.close handshake: a blocked connection
 // is not read by the broker and would otherwise never answer.
 const closeTimeout = 5 * time.Second
+
+// DefaultHealthyAfter is how long a connection must live to count as
+// healthy when Config.HealthyAfter is zero.
+const DefaultHealthyAfter = 5 * time.Second
+
+// AMQP reply codes with which the broker refuses a connection.open: they
+// do not go away by dialling again.
+const (
+	codeAccessRefused = 403 // the credentials (amqp091-go's ErrCredentials)
+	codeNotAllowed    = 530 // the vhost: deleted, or the user's access to it withdrawn
+)
 
 // Config tells Open what to connect to and how.
 type Config struct {
@@ -42,6 +54,14 @@ type Config struct {
 	// out (transport/amqp re-declares topology there). Its context ends at
 	// Close.
 	OnConnect func(ctx context.Context, c *amqp.Connection)
+	// HealthyAfter is how long a connection must live to count as healthy;
+	// zero means DefaultHealthyAfter. A connection that dies sooner, twice
+	// or more in a row, starts its reconnect one doubling further up
+	// Backoff each time (up to Backoff.Max): a connection the client
+	// itself kills on every open (a delivery amqp091-go cannot read, at the
+	// head of a queue it consumes) would otherwise be redialled every
+	// Backoff.Min for ever.
+	HealthyAfter time.Duration
 }
 
 // Conn is one supervised AMQP connection. Its methods are safe for
@@ -61,6 +81,10 @@ type Conn struct {
 	next   int              // index of the next URL to dial
 	closed bool
 
+	since   time.Time     // when cur was installed; guarded by mu
+	refusal *amqp.Error   // the broker refused the latest reconnect attempt; guarded by mu
+	refused chan struct{} // closed once refusal is set; guarded by mu
+
 	blocked atomic.Pointer[string] // the broker's reason while blocked
 	gen     atomic.Uint64
 	opens   sync.WaitGroup // channel.open calls a ctx gave up on, still running
@@ -78,12 +102,16 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 30 * time.Second
 	}
+	if cfg.HealthyAfter <= 0 {
+		cfg.HealthyAfter = DefaultHealthyAfter
+	}
 	c := &Conn{
-		cfg:   cfg,
-		log:   cfg.Logger.With(zap.String("connection", cfg.Name)),
-		done:  make(chan struct{}),
-		ready: make(chan struct{}),
-		lost:  make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger.With(zap.String("connection", cfg.Name)),
+		done:    make(chan struct{}),
+		ready:   make(chan struct{}),
+		lost:    make(chan struct{}),
+		refused: make(chan struct{}),
 	}
 	var errs []error
 	for i, u := range cfg.URLs {
@@ -107,13 +135,19 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 // Connection returns the live connection, waiting while a reconnect is
 // under way.
 func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
+	return c.connection(ctx, false)
+}
+
+// connection is Connection; unlessRefused gives up on a reconnect the
+// broker refused, with the refusal.
+func (c *Conn) connection(ctx context.Context, unlessRefused bool) (*amqp.Connection, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
-		cur, wait := c.cur, c.ready
+		cur, wait, refusal, refused := c.cur, c.ready, c.refusal, c.refused
 		if cur != nil {
 			wait = c.lost
 		}
@@ -121,8 +155,14 @@ func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
 		if cur != nil && !cur.IsClosed() {
 			return cur, nil
 		}
+		if !unlessRefused {
+			refused = nil
+		} else if cur == nil && refusal != nil {
+			return nil, fmt.Errorf("amqpconn: %s: the broker refused to reconnect: %w", c.cfg.Name, refusal)
+		}
 		select {
 		case <-wait:
+		case <-refused:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-c.ctx.Done():
@@ -133,8 +173,22 @@ func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
 
 // Channel opens a channel on the live connection, waiting out a reconnect.
 func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
+	return c.channel(ctx, false)
+}
+
+// ChannelUnlessRefused is Channel, except that it gives up as soon as the
+// broker refuses a reconnect attempt (530 NOT_ALLOWED: the vhost was
+// deleted or the user's access to it withdrawn; 403: the credentials),
+// returning an error that wraps the broker's *amqp.Error. A consumer uses
+// it to end instead of waiting for a vhost that may never come back;
+// Conn itself goes on redialling until Close.
+func (c *Conn) ChannelUnlessRefused(ctx context.Context) (*amqp.Channel, error) {
+	return c.channel(ctx, true)
+}
+
+func (c *Conn) channel(ctx context.Context, unlessRefused bool) (*amqp.Channel, error) {
 	for {
-		conn, err := c.Connection(ctx)
+		conn, err := c.connection(ctx, unlessRefused)
 		if err != nil {
 			return nil, err
 		}
@@ -241,30 +295,60 @@ func (c *Conn) install(conn *amqp.Connection) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cur = conn
+	c.since = time.Now()
 	c.lost = make(chan struct{})
 	close(c.ready)
+	if c.refusal != nil {
+		c.refusal, c.refused = nil, make(chan struct{})
+	}
 	c.gen.Add(1)
 }
 
 // supervise watches conn and replaces it when it dies, until Close.
 func (c *Conn) supervise(conn *amqp.Connection) {
 	defer close(c.done)
+	short := 0 // connections in a row that died before HealthyAfter
 	for {
 		reason := c.watch(conn)
 		if reason == nil {
 			return
 		}
 		c.mu.Lock()
+		lived := time.Since(c.since)
 		c.cur = nil
 		close(c.lost)
 		c.ready = make(chan struct{})
 		c.mu.Unlock()
 		c.blocked.Store(nil)
-		c.log.Warn("acemq: connection lost, reconnecting", zap.String("reason", RedactError(reason, c.cfg.URLs...)))
-		if conn = c.reconnect(); conn == nil {
+		if lived < c.cfg.HealthyAfter {
+			short++
+		} else {
+			short = 0
+		}
+		c.log.Warn("acemq: connection lost, reconnecting", append(closeFields(reason, c.cfg.URLs),
+			zap.Duration("lived", lived), zap.Int("short_lived_in_a_row", short))...)
+		// The first short life may be bad luck (connections closed by an
+		// operator); from the second in a row each one doubles the wait.
+		if conn = c.reconnect(max(short-1, 0)); conn == nil {
 			return
 		}
 	}
+}
+
+// closeFields describes why a connection or channel closed, for a log
+// line: the AMQP reply code and text, and whether the broker said it
+// (server) or this client decided it (amqp091-go's reader refusing a
+// frame reports 501 with server false).
+func closeFields(reason error, urls []string) []zap.Field {
+	var ae *amqp.Error
+	if errors.As(reason, &ae) {
+		return []zap.Field{
+			zap.Int("code", ae.Code),
+			zap.String("reason", RedactError(errors.New(ae.Reason), urls...)),
+			zap.Bool("server", ae.Server),
+		}
+	}
+	return []zap.Field{zap.String("reason", RedactError(reason, urls...))}
 }
 
 // watch returns why conn died, or nil when Close was called first.
@@ -304,17 +388,24 @@ func (c *Conn) setBlocked(b amqp.Blocking) {
 	c.log.Warn("acemq: connection blocked by the broker", zap.String("reason", reason))
 }
 
-// reconnect dials the URLs round-robin with backoff until one answers; nil
-// means Close came first.
-func (c *Conn) reconnect() *amqp.Connection {
+// reconnect dials the URLs round-robin with backoff until one answers,
+// the first wait being Backoff's wait number from; nil means Close came
+// first.
+func (c *Conn) reconnect(from int) *amqp.Connection {
 	for attempt := 0; ; attempt++ {
-		if c.cfg.Backoff.Wait(c.ctx, nil, attempt) != nil {
+		wait := c.cfg.Backoff.Delay(from + attempt)
+		if from > 0 && attempt == 0 {
+			c.log.Warn("acemq: the connection died soon after opening again; reconnecting more slowly",
+				zap.Duration("healthy_after", c.cfg.HealthyAfter), zap.Duration("wait", wait))
+		}
+		if backoff.Sleep(c.ctx, nil, wait, nil) != nil {
 			return nil
 		}
 		u := c.cfg.URLs[c.next]
 		c.next = (c.next + 1) % len(c.cfg.URLs)
 		conn, err := c.dial(c.ctx, u)
 		if err != nil {
+			c.noteRefusal(err)
 			c.log.Warn("acemq: reconnect failed", zap.String("url", Redact(u)),
 				zap.Int("attempt", attempt+1), zap.String("error", RedactError(err, u)))
 			continue
@@ -327,6 +418,22 @@ func (c *Conn) reconnect() *amqp.Connection {
 		c.log.Info("acemq: reconnected", zap.String("url", Redact(u)), zap.Int("attempts", attempt+1))
 		return conn
 	}
+}
+
+// noteRefusal records a reconnect attempt the broker refused, for
+// ChannelUnlessRefused; any other failure (no answer, a node down) leaves
+// the last refusal as it was.
+func (c *Conn) noteRefusal(err error) {
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || (ae.Code != codeNotAllowed && ae.Code != codeAccessRefused) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refusal == nil {
+		close(c.refused)
+	}
+	c.refusal = ae
 }
 
 // dial makes one connection attempt to u.

@@ -2,10 +2,12 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
@@ -15,9 +17,21 @@ import (
 var consumerSeq atomic.Uint64
 
 // Consume subscribes to queue on a channel of its own (basic.qos with
-// opts.Prefetch, then basic.consume without auto-ack). The subscription
+// opts.Prefetch, then basic.consume without auto-ack), on a connection of
+// its own unless WithConnectionPerConsumer(false). The subscription
 // survives reconnects: its Deliveries channel carries on with deliveries
-// from a new channel, and those received before the reconnect become stale.
+// from a new channel, and those received before the reconnect become
+// stale.
+//
+// It ends on its own, closing Deliveries with Err set, only when consuming
+// again cannot help: the broker cancelled the consumer (the queue was
+// deleted: transport.ErrCancelled), consuming again found the queue gone
+// (transport.ErrNotFound) or was refused (transport.ErrAccessRefused), or
+// the broker refused to reconnect (530: the vhost deleted or closed to the
+// user). After a consumer_timeout, a connection closed by an operator or a
+// node going down, or a delivery amqp091-go cannot read, it consumes
+// again; every such loss is logged at warn with the broker's code and
+// text.
 func (t *Transport) Consume(ctx context.Context, queue string, opts transport.ConsumeOptions) (transport.Subscription, error) {
 	if t.isClosed() {
 		return nil, transport.ErrClosed
@@ -33,6 +47,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 	s := &subscription{
 		t:        t,
 		log:      t.log.With(zap.String("queue", queue), zap.String("consumer", tag)),
+		conn:     t.consume,
 		queue:    queue,
 		tag:      tag,
 		prefetch: prefetch,
@@ -40,27 +55,39 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	if t.cfg.connPerConsumer {
+		conn, err := t.openConsumeConn(ctx, queue)
+		if err != nil {
+			return nil, fmt.Errorf("acemq: consume queue %q: %w", queue, err)
+		}
+		s.conn, s.own = conn, true
+	}
 	s.ctx, s.cancelFn = context.WithCancel(context.Background())
-	ch, ledger, deliveries, err := s.open(ctx)
+	c, err := s.open(ctx)
 	if err != nil {
 		s.cancelFn()
+		s.closeConn()
 		return nil, fmt.Errorf("acemq: consume queue %q: %w", queue, classify(err))
 	}
-	s.ch, s.ledger = ch, ledger
+	s.ch, s.ledger = c.ch, c.ledger
 	if !t.track(s) {
 		s.cancelFn()
-		closeChannel(ch)
+		closeChannel(c.ch)
+		s.closeConn()
 		return nil, transport.ErrClosed
 	}
-	go s.run(ch, ledger, deliveries)
+	go s.run(c)
 	return s, nil
 }
 
 // subscription is one consumer, moved to a new channel after every
-// reconnect until Cancel or Close.
+// reconnect until Cancel or Close, or until the broker makes consuming
+// again pointless (see decideClose).
 type subscription struct {
 	t        *Transport
 	log      *zap.Logger
+	conn     *amqpconn.Conn // its own, or the transport's consume connection
+	own      bool           // conn is the subscription's, to close with it
 	queue    string
 	tag      string
 	prefetch int
@@ -76,16 +103,36 @@ type subscription struct {
 	mu        sync.Mutex
 	ch        *amqp.Channel // the current channel; nil never after Consume
 	ledger    *ackLedger    // ch's acks
-	cancelled bool
+	cancelled bool          // Cancel or Close asked: nothing is an error
+	err       error         // why it ended unasked; see Err
 }
 
 var _ transport.Subscription = (*subscription)(nil)
 
+// consumeCh is one channel consuming the queue, with what tells how its
+// deliveries ended.
+type consumeCh struct {
+	ch         *amqp.Channel
+	ledger     *ackLedger
+	deliveries <-chan amqp.Delivery
+	closes     <-chan *amqp.Error // the channel's (or its connection's) close
+	cancels    <-chan string      // basic.cancel from the broker
+}
+
 // Deliveries yields the queue's messages until Cancel has drained the
-// consumer, Close, or the broker cancelled the consumer (queue deleted). It
-// buffers up to the prefetch; deliveries buffered when their channel died
-// are stale.
+// consumer, Close, or the subscription ended on its own (Err). It buffers
+// up to the prefetch; deliveries buffered when their channel died are
+// dropped (they are stale, and the broker redelivers them).
 func (s *subscription) Deliveries() <-chan transport.Delivery { return s.out }
+
+// Err says why Deliveries closed unasked (see transport.Subscription and
+// Consume): nil while the subscription runs, and when Cancel or Close came
+// first. Once set it stays set.
+func (s *subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
 
 // Cancel sends basic.cancel and returns once the broker has confirmed it.
 // Deliveries keeps yielding what the broker had already sent, then closes;
@@ -113,20 +160,47 @@ func (s *subscription) Cancel(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the subscription and closes its channel after sending the
-// acks still waiting to join a multiple-ack: the broker requeues every
-// unsettled delivery, marked redelivered.
+// Close stops the subscription and closes its channel (and its connection,
+// when it has one of its own) after sending the acks still waiting to join
+// a multiple-ack: the broker requeues every unsettled delivery, marked
+// redelivered.
 func (s *subscription) Close() error {
+	s.mu.Lock()
+	s.cancelled = true
+	s.mu.Unlock()
 	s.halt()
 	<-s.done
+	s.release(false)
+	s.t.untrack(s)
+	return nil
+}
+
+// release sends the acks waiting on the current channel, then closes the
+// subscription's own connection, or else its channel (unless the
+// transport is about to close the shared connection, withShared). It is
+// idempotent.
+func (s *subscription) release(withShared bool) {
 	s.rpc.Lock()
 	defer s.rpc.Unlock()
 	s.flushAcks()
-	s.mu.Lock()
-	ch := s.ch
-	s.mu.Unlock()
-	closeChannel(ch)
-	return nil
+	switch {
+	case s.own:
+		s.closeConn()
+	case !withShared:
+		s.mu.Lock()
+		ch := s.ch
+		s.mu.Unlock()
+		closeChannel(ch)
+	}
+}
+
+// closeConn closes the subscription's own connection, if it has one.
+func (s *subscription) closeConn() {
+	if s.own {
+		if err := s.conn.Close(); err != nil {
+			s.log.Warn("acemq: closing the consumer's connection", zap.Error(err))
+		}
+	}
 }
 
 // flushAcks sends the acks waiting on the current channel and stops its
@@ -147,47 +221,135 @@ func (s *subscription) halt() {
 }
 
 // open makes a channel consuming the queue, with the ledger of its acks.
-func (s *subscription) open(ctx context.Context) (*amqp.Channel, *ackLedger, <-chan amqp.Delivery, error) {
-	ch, err := s.t.consume.Channel(ctx)
+func (s *subscription) open(ctx context.Context) (*consumeCh, error) {
+	ch, err := s.conn.ChannelUnlessRefused(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
+	}
+	c := &consumeCh{
+		ch:      ch,
+		closes:  ch.NotifyClose(make(chan *amqp.Error, 1)),
+		cancels: ch.NotifyCancel(make(chan string, 1)),
 	}
 	if err := ch.Qos(s.prefetch, 0, false); err != nil {
 		closeChannel(ch)
-		return nil, nil, nil, err
+		return nil, err
 	}
-	d, err := ch.Consume(s.queue, s.tag, false, false, false, false, nil)
-	if err != nil {
+	if c.deliveries, err = ch.Consume(s.queue, s.tag, false, false, false, false, nil); err != nil {
 		closeChannel(ch)
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return ch, newAckLedger(ch, s.prefetch), d, nil
+	c.ledger = newAckLedger(ch, s.prefetch)
+	return c, nil
 }
 
-func (s *subscription) run(ch *amqp.Channel, ledger *ackLedger, deliveries <-chan amqp.Delivery) {
+func (s *subscription) run(c *consumeCh) {
 	defer s.t.wg.Done()
-	defer s.t.untrack(s)
 	defer close(s.done)
 	defer s.closeOut()
 	for {
-		if !s.forward(ch, ledger, deliveries) {
+		if !s.forward(c) {
 			return
 		}
-		s.mu.Lock()
-		cancelled := s.cancelled
-		s.mu.Unlock()
-		if cancelled {
+		if s.asked() {
 			return // drained: the channel stays open for settling until Close
 		}
-		if !ch.IsClosed() {
-			s.log.Warn("acemq: the broker cancelled the consumer (queue deleted?); the subscription ends")
+		end := s.ended(c)
+		if end.final {
+			s.end(end)
 			return
 		}
-		s.log.Warn("acemq: consumer channel lost; resubscribing, its unsettled deliveries are stale")
-		ledger.close()
-		if ch, ledger, deliveries = s.resubscribe(); ch == nil {
+		c.ledger.close()
+		s.dropBuffered()
+		if c = s.resubscribe(); c == nil {
 			return
 		}
+	}
+}
+
+// asked reports whether Cancel or Close was called.
+func (s *subscription) asked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled
+}
+
+// ended says why c's deliveries closed, unasked, and logs a lost channel
+// with the broker's code and text: a basic.cancel leaves the channel open;
+// anything else closed it.
+func (s *subscription) ended(c *consumeCh) ending {
+	select {
+	case tag, ok := <-c.cancels:
+		if ok && tag == s.tag {
+			return decideCancel(s.queue) // end logs it
+		}
+	default:
+	}
+	// amqp091-go sends the close reason before it closes the deliveries,
+	// so it is here already, unless the channel went without one.
+	var reason *amqp.Error
+	select {
+	case reason = <-c.closes:
+	default:
+	}
+	var end ending
+	if reason != nil {
+		end = decideClose(s.queue, reason)
+	} else {
+		end = decideClose(s.queue, errors.New("closed without a reason"))
+	}
+	fields := closeFields(reason)
+	if end.final {
+		s.log.Warn("acemq: consumer channel lost", fields...)
+		return end // end logs why the subscription ends
+	}
+	if end.unreadable {
+		if n := s.t.countUnreadable(s.queue); n == 1 {
+			s.log.Error("acemq: a delivery this client cannot read (frame error 501/502: headers nested deeper than 32 or over 8192 entries?) "+
+				"is at the head of queue "+s.queue+s.unreadableWhere()+"; amqp091-go refuses it and closes the whole connection, "+
+				"and no amqp091-go client (acemq peek and replay included) can take it. Remove it with the management UI's "+
+				"Get messages (ack mode: reject, requeue false, dead-letters it), or give the queue a delivery limit "+
+				"(quorum queues: policy delivery-limit) so that the broker dead-letters it", fields...)
+		} else {
+			s.log.Error("acemq: the delivery this client cannot read is still at the head of queue "+s.queue+s.unreadableWhere(),
+				append(fields, zap.Int("connections_lost", n))...)
+		}
+	}
+	s.log.Warn("acemq: consumer channel lost; resubscribing, its unsettled deliveries are stale", fields...)
+	return end
+}
+
+// unreadableWhere qualifies the queue named in the unreadable-delivery
+// log line: on a shared connection any queue consumed on it may hold it.
+func (s *subscription) unreadableWhere() string {
+	if s.own {
+		return ""
+	}
+	return " or of another queue consumed on the same connection (WithConnectionPerConsumer(false))"
+}
+
+// closeFields are the log fields of a channel or connection close: the
+// broker's (or amqp091-go's) code and text, and who said it.
+func closeFields(reason *amqp.Error) []zap.Field {
+	if reason == nil {
+		return []zap.Field{zap.String("reason", "closed without a reason (the connection went)")}
+	}
+	return []zap.Field{zap.Int("code", reason.Code), zap.String("reason", reason.Reason), zap.Bool("server", reason.Server)}
+}
+
+// end records why the subscription ended unasked, unless Cancel or Close
+// came first, and lets go of the connection of its own when the channel
+// is dead (nothing of it can be settled any more).
+func (s *subscription) end(e ending) {
+	s.mu.Lock()
+	if !s.cancelled {
+		s.err = e.err
+	}
+	ch := s.ch
+	s.mu.Unlock()
+	s.log.Warn("acemq: the subscription ends", zap.Error(e.err))
+	if ch.IsClosed() && s.own {
+		_ = s.conn.Close() // stops redialling a broker that refused it
 	}
 }
 
@@ -197,31 +359,37 @@ func (s *subscription) run(ch *amqp.Channel, ledger *ackLedger, deliveries <-cha
 func (s *subscription) closeOut() {
 	select {
 	case <-s.stop:
-		for len(s.out) > 0 {
-			select {
-			case <-s.out:
-			default:
-			}
-		}
+		s.dropBuffered()
 	default:
 	}
 	close(s.out)
 }
 
+// dropBuffered drops the deliveries waiting in Deliveries: their channel is
+// gone, so they are stale and the broker redelivers them.
+func (s *subscription) dropBuffered() {
+	for len(s.out) > 0 {
+		select {
+		case <-s.out:
+		default:
+		}
+	}
+}
+
 // forward hands deliveries on until the channel's deliveries close (true)
 // or halt (false).
-func (s *subscription) forward(ch *amqp.Channel, ledger *ackLedger, deliveries <-chan amqp.Delivery) bool {
+func (s *subscription) forward(c *consumeCh) bool {
 	for {
 		select {
-		case d, ok := <-deliveries:
+		case d, ok := <-c.deliveries:
 			if !ok {
 				return true
 			}
-			if ch.IsClosed() {
+			if c.ch.IsClosed() {
 				continue // stale already: the broker redelivers it
 			}
 			select {
-			case s.out <- toDelivery(ch, ledger, s.queue, &d):
+			case s.out <- toDelivery(c.ch, c.ledger, s.queue, &d):
 			case <-s.stop:
 				return false
 			}
@@ -232,38 +400,37 @@ func (s *subscription) forward(ch *amqp.Channel, ledger *ackLedger, deliveries <
 }
 
 // resubscribe consumes again on a new channel, retrying with backoff; nil
-// means the subscription was cancelled or halted meanwhile.
-func (s *subscription) resubscribe() (*amqp.Channel, *ackLedger, <-chan amqp.Delivery) {
+// means the subscription was cancelled or halted meanwhile, or ended
+// because the broker refused it for good (decideClose).
+func (s *subscription) resubscribe() *consumeCh {
 	ctx := s.ctx
 	for attempt := 0; ; attempt++ {
-		s.mu.Lock()
-		cancelled := s.cancelled
-		s.mu.Unlock()
-		if cancelled {
-			return nil, nil, nil
+		if s.asked() {
+			return nil
 		}
-		ch, ledger, deliveries, err := s.open(ctx)
+		c, err := s.open(ctx)
 		if err == nil {
 			s.mu.Lock()
-			s.ch, s.ledger = ch, ledger
-			cancelled = s.cancelled
+			s.ch, s.ledger = c.ch, c.ledger
+			cancelled := s.cancelled
 			s.mu.Unlock()
 			if cancelled { // Cancel saw the old channel: cancel on this one
 				s.rpc.Lock()
-				_ = ch.Cancel(s.tag, false)
+				_ = c.ch.Cancel(s.tag, false)
 				s.rpc.Unlock()
 			}
-			return ch, ledger, deliveries
+			return c
 		}
 		if ctx.Err() != nil {
-			return nil, nil, nil
+			return nil
+		}
+		if end := decideClose(s.queue, err); end.final {
+			s.end(end)
+			return nil
 		}
 		s.log.Warn("acemq: resubscribe failed", zap.Int("attempt", attempt+1), zap.Error(classify(err)))
 		if s.t.cfg.backoff.Wait(ctx, nil, attempt) != nil { // ctx ends at halt, with s.stop
-			return nil, nil, nil
+			return nil
 		}
 	}
 }
-
-// Err says why Deliveries closed unasked; see transport.Subscription.
-func (s *subscription) Err() error { return nil }

@@ -12,22 +12,25 @@ import (
 	"go.uber.org/zap"
 )
 
-// Transport is a transport.Transport on RabbitMQ. It holds two
-// connections, one to consume (and declare) and one to publish, and
-// reconnects both on its own. Every method is safe for concurrent use.
+// Transport is a transport.Transport on RabbitMQ. It holds a connection to
+// declare, inspect and get (and, with WithConnectionPerConsumer(false), to
+// consume), one to publish, and one per subscription, and reconnects each
+// on its own. Every method is safe for concurrent use.
 type Transport struct {
 	cfg     config
 	log     *zap.Logger
+	connCfg amqpconn.Config // what every connection is dialled with
 	consume *amqpconn.Conn
 	publish *amqpconn.Conn
 	pub     *publisher
 	topo    topologies
 	get     *getter
 
-	mu     sync.Mutex
-	closed bool
-	subs   map[*subscription]struct{}
-	wg     sync.WaitGroup // goroutines started for subscriptions
+	mu         sync.Mutex
+	closed     bool
+	subs       map[*subscription]struct{} // until their Close
+	unreadable map[string]int             // see Unreadable
+	wg         sync.WaitGroup             // goroutines started for subscriptions
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -63,6 +66,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Transport, error) {
 		Backoff:     cfg.backoff,
 		Logger:      cfg.logger,
 	}
+	t.connCfg = base
 	cc := base
 	cc.Name = cfg.name + " consume"
 	cc.OnConnect = t.topo.redeclare
@@ -140,7 +144,7 @@ func (t *Transport) Get(ctx context.Context, queue string) (transport.Delivery, 
 	return t.get.get(ctx, queue)
 }
 
-// Close cancels every subscription, closes both connections (the broker
+// Close cancels every subscription, closes every connection (the broker
 // requeues unsettled deliveries) and returns once every goroutine the
 // Transport started has ended. It is idempotent.
 func (t *Transport) Close() error {
@@ -156,11 +160,14 @@ func (t *Transport) Close() error {
 	}
 	t.mu.Unlock()
 	for _, s := range subs {
+		s.mu.Lock()
+		s.cancelled = true // asked: the subscription's Err stays nil
+		s.mu.Unlock()
 		s.halt()
 	}
 	for _, s := range subs {
 		<-s.done
-		s.flushAcks() // before the connection goes, or they are redelivered
+		s.release(true) // its acks before its connection goes, or they are redelivered
 	}
 	t.pub.close()
 	errs := []error{t.consume.Close(), t.publish.Close()}

@@ -16,6 +16,7 @@ type Broker struct {
 	clock *Clock
 	wg    sync.WaitGroup // real-clock expiry callbacks
 	fault atomic.Pointer[func(transport.Publishing) Fault]
+	ackBy consumerTimeout // WithConsumerTimeout: how long a delivery may stay unacked
 
 	mu        sync.Mutex
 	closed    bool

@@ -54,9 +54,10 @@ func (peeked) Reject(bool) error { return transport.ErrStaleDelivery }
 
 // DeleteQueue deletes queue as queue.delete would, under running
 // consumers: its messages are gone, its bindings removed, and its
-// consumers cancelled (their Deliveries channels close; settling what
-// they hold succeeds and does nothing). It reports whether the queue
-// existed.
+// consumers cancelled as by RabbitMQ's basic.cancel (their Deliveries
+// channels close and their Err is transport.ErrCancelled; settling what
+// they hold succeeds and does nothing, as on RabbitMQ 3.10.8, whose
+// channel stays open). It reports whether the queue existed.
 func (b *Broker) DeleteQueue(queue string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

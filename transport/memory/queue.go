@@ -64,6 +64,19 @@ func (q *queue) tally(m *message, sign int) {
 	q.readyBytes += int64(sign * len(m.body))
 }
 
+// removeConsumer takes s out of the round-robin.
+func (q *queue) removeConsumer(s *subscription) {
+	if i := slices.Index(q.consumers, s); i >= 0 {
+		q.consumers = slices.Delete(q.consumers, i, i+1)
+		if q.rr > i {
+			q.rr--
+		}
+		if q.rr >= len(q.consumers) {
+			q.rr = 0
+		}
+	}
+}
+
 // nextConsumer returns the next consumer in turn that has room under its
 // prefetch, or nil.
 func (q *queue) nextConsumer() *subscription {
@@ -92,7 +105,7 @@ func (b *Broker) accept(q *queue, m *message, ttl time.Duration, hasTTL bool) {
 	}
 	if q.ready.len() == 0 && !q.busy {
 		if s := q.nextConsumer(); s != nil {
-			b.deliver(s, m)
+			b.deliverTo(s, m)
 			return
 		}
 	}
@@ -142,7 +155,7 @@ func (b *Broker) pump(q *queue) {
 		if s == nil {
 			return
 		}
-		b.deliver(s, q.popFront())
+		b.deliverTo(s, q.popFront())
 	}
 }
 
@@ -257,8 +270,9 @@ func cmpSeq(a, b uint64) int {
 	return 0
 }
 
-// deleteQueue removes q and its bindings and cancels its consumers; its
-// messages, unacked ones included, are gone.
+// deleteQueue removes q and its bindings and cancels its consumers, as
+// RabbitMQ's basic.cancel does (their Err is ErrCancelled); its messages,
+// unacked ones included, are gone.
 func (b *Broker) deleteQueue(q *queue) {
 	q.deleted = true
 	b.stopTimer(q)
@@ -267,7 +281,7 @@ func (b *Broker) deleteQueue(q *queue) {
 		x.unbind(q, "", true)
 	}
 	for _, s := range slices.Clone(q.consumers) {
-		s.cancelLocked()
+		s.cancelledByBroker()
 	}
 	q.ready.clear()
 	q.expiring, q.returned, q.readyBytes, q.rejecting = 0, 0, 0, false

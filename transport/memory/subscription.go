@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/acemq/acemq/transport"
@@ -21,12 +22,15 @@ type subscription struct {
 	held     holder
 	canceled bool
 	closed   bool
+	err      error // why it ended unasked; see Err
+	timeout  consumerTimer
 }
 
 var _ transport.Subscription = (*subscription)(nil)
 
 // Deliveries yields the queue's messages; it is closed by Cancel, Close,
-// the connection's Close, or the queue's deletion.
+// the connection's Close, or the queue's deletion (then Err is
+// ErrCancelled).
 func (s *subscription) Deliveries() <-chan transport.Delivery { return s.ch }
 
 // Cancel stops deliveries and closes the Deliveries channel; what is
@@ -56,16 +60,7 @@ func (s *subscription) cancelLocked() {
 		return
 	}
 	s.canceled = true
-	q := s.q
-	if i := slices.Index(q.consumers, s); i >= 0 {
-		q.consumers = slices.Delete(q.consumers, i, i+1)
-		if q.rr > i {
-			q.rr--
-		}
-		if q.rr >= len(q.consumers) {
-			q.rr = 0
-		}
-	}
+	s.q.removeConsumer(s)
 	close(s.ch)
 }
 
@@ -80,8 +75,29 @@ func (s *subscription) closeLocked() {
 	if i := slices.Index(s.c.subs, s); i >= 0 {
 		s.c.subs = slices.Delete(s.c.subs, i, i+1)
 	}
+	s.c.b.stopConsumerTimer(s)
 	s.c.b.giveBack(s.held.takeAll())
 }
 
-// Err says why Deliveries closed unasked; see transport.Subscription.
-func (s *subscription) Err() error { return nil }
+// Err says why Deliveries closed unasked: ErrCancelled once the queue was
+// deleted under the consumer, as RabbitMQ's basic.cancel says. It is nil
+// while the subscription runs (a consumer timeout does not end it, see
+// WithConsumerTimeout) and when Cancel or Close came first; once set it
+// stays set.
+func (s *subscription) Err() error {
+	b := s.c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return s.err
+}
+
+// cancelledByBroker ends the subscription as RabbitMQ's basic.cancel does
+// when the queue is deleted: Deliveries closes with Err set, and what it
+// holds stays settleable (settling does nothing: the queue is gone).
+func (s *subscription) cancelledByBroker() {
+	if s.canceled {
+		return
+	}
+	s.err = fmt.Errorf("%w of queue %q: the queue was deleted", transport.ErrCancelled, s.q.name)
+	s.cancelLocked()
+}

@@ -76,6 +76,9 @@ var cases = []testCase{
 	{"CancelClosesDeliveries", testCancel},
 	{"TransportCloseReturnsUnacked", testTransportCloseReturns},
 	{"CompetingConsumers", testCompetingConsumers},
+	// cancel.go
+	{"QueueDeletedCancelsConsumer", testQueueDeleted},
+	{"ErrNilWhenAsked", testErrNilWhenAsked},
 	// deadletter.go
 	{"RejectDeadLetters", testRejectDeadLetters},
 	{"TTLExpiresThroughDeadLetterExchange", testTTLRung},

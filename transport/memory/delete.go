@@ -1,0 +1,27 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// DeleteQueue deletes queue as queue.delete does (neither if-unused nor
+// if-empty), the way [Broker.DeleteQueue] does: its consumers are
+// cancelled, and their subscriptions end with transport.ErrCancelled.
+// Deleting a queue that does not exist is no error, as on RabbitMQ.
+func (c *Conn) DeleteQueue(ctx context.Context, queue string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return transport.ErrClosed
+	}
+	if q := b.queues[queue]; q != nil {
+		b.deleteQueue(q)
+	}
+	return nil
+}
