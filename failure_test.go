@@ -345,3 +345,46 @@ func TestBlockedBrokerHoldsTheMessage(t *testing.T) {
 		t.Errorf("handled %d times: the held message went round again", h.count())
 	}
 }
+
+// TestWorkQueueDeletedUnderTheServer: the broker cancels the consumer of a
+// queue deleted under a running server; one allowed to declare declares it
+// again, consumes it again, and handles what is published to it next. One
+// that may not declare stops Run with the broker's reason.
+func TestWorkQueueDeletedUnderTheServer(t *testing.T) {
+	t.Parallel()
+	h := always(ack.Accept())
+	f := start(t, &acemq.Server{}, map[string]acemq.Handler{"q": h})
+	if !f.broker.DeleteQueue("q") {
+		t.Fatal("no queue to delete")
+	}
+	f.eventually("q declared and consumed again", func() bool {
+		info, err := f.conn.Inspect(context.Background(), "q")
+		return err == nil && info.Consumers == 1
+	})
+	f.publish("q", "{}", nil)
+	f.eventually("handled", func() bool { return h.count() == 1 && f.broker.Unacked("q") == 0 })
+	if logs := f.logs.FilterMessageSnippet("the broker ended the consumer").All(); len(logs) != 1 || !strings.Contains(fmt.Sprint(logs[0].ContextMap()["error"]), "cancelled") {
+		t.Errorf("log %v", logs)
+	}
+
+	broker, conn := bare(t)
+	if err := conn.Declare(context.Background(), acemq.Topology("q", retry.Policy{}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	srv := &acemq.Server{Transport: conn, Handler: acceptMux("q"), NoDeclare: true}
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(context.Background()) }()
+	waitFor(func() bool {
+		info, err := conn.Inspect(context.Background(), "q")
+		return err == nil && info.Consumers == 1
+	})
+	broker.DeleteQueue("q")
+	select {
+	case err := <-runErr:
+		if !errors.Is(err, transport.ErrCancelled) {
+			t.Errorf("Run = %v, want the broker's cancel", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
