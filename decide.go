@@ -178,8 +178,8 @@ const (
 // library cannot place may be rejected to it, a last resort that loses
 // nothing.
 func (q *queueRun) hasOwnDeadLetterRoute() bool {
-	dlx, ok := q.args["x-dead-letter-exchange"].(string)
-	return ok && dlx != ""
+	_, ok := q.args["x-dead-letter-exchange"].(string) // "" is the default exchange, a route too
+	return ok
 }
 
 func orNone(err error) string {
