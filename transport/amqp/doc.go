@@ -14,18 +14,33 @@
 //
 // # Connections
 //
-// A Transport holds two connections: one to consume, acknowledge and
-// declare, one to publish. A broker under a memory or disk alarm blocks a
-// publishing connection and stops reading its socket; acknowledgements on
-// the other connection still go through. While blocked, Publish fails at
-// once with transport.ErrBlocked.
+// A Transport holds a connection to declare (and Get), one to publish, and
+// by default one more per subscription, to consume and acknowledge. A
+// broker under a memory or disk alarm blocks a publishing connection and
+// stops reading its socket; acknowledgements on the others still go
+// through. While blocked, Publish fails at once with transport.ErrBlocked.
 //
-// Both connections reconnect on their own, with backoff, moving on to the
-// next node given with WithURLs. After a reconnect every topology that was
-// declared successfully is declared again, in order, and every live
-// subscription resumes on a new channel: its Deliveries channel carries on.
-// Deliveries received before the reconnect are stale: settling them returns
-// transport.ErrStaleDelivery and sends nothing (the broker redelivers them).
+// A connection per subscription is what keeps one queue's bad delivery
+// from hurting another: amqp091-go closes the whole connection on a
+// delivery it cannot read (headers nested deeper than 32 or with more than
+// 8192 entries, which RabbitMQ accepts), and every channel on it goes with
+// it, unsent acknowledgements included. A connection that dies within 5 s
+// of opening, again and again, reconnects with a growing wait, and the
+// queue whose head holds such a delivery is logged and counted
+// (Transport.Unreadable). WithConnectionPerConsumer(false) shares one
+// connection among the subscriptions again, for hundreds of queues or a
+// broker's connection limit.
+//
+// Every connection reconnects on its own, with backoff, moving on to the
+// next node given with WithURLs, and every channel or connection lost is
+// logged with the broker's code and reason. After a reconnect every
+// topology that was declared successfully is declared again, in order, and
+// every live subscription resumes on a new channel: its Deliveries channel
+// carries on. Deliveries received before the reconnect are stale: settling
+// them returns transport.ErrStaleDelivery and sends nothing (the broker
+// redelivers them). A subscription whose queue was deleted (basic.cancel),
+// whose vhost is gone or whose permission was withdrawn ends instead, and
+// its Err says why, in the broker's words.
 //
 // # Channels
 //
