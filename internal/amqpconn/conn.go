@@ -96,6 +96,11 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	if len(cfg.URLs) == 0 {
 		return nil, errors.New("amqpconn: no broker URL")
 	}
+	for _, u := range cfg.URLs {
+		if err := CheckURL(u); err != nil {
+			return nil, err // in words that quote none of it
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}

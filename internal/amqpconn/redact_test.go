@@ -169,3 +169,14 @@ func TestRedactErrUnwraps(t *testing.T) {
 		t.Fatal("the original error is lost")
 	}
 }
+
+// TestOpenChecksEveryURL: Open itself refuses a URL amqp091-go would dial
+// somewhere else (an @ after the host), before any dial, in words that
+// quote none of it.
+func TestOpenChecksEveryURL(t *testing.T) {
+	t.Parallel()
+	_, err := Open(context.Background(), Config{URLs: []string{"amqp://u:12/S3cr3tMarker@127.0.0.1:1/"}})
+	if !errors.Is(err, ErrBadURL) || strings.Contains(err.Error(), "S3cr3tMarker") {
+		t.Errorf("Open = %v", err)
+	}
+}
