@@ -3,7 +3,6 @@ package acemq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -93,103 +92,6 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 	default: // nacked for good, or reached no queue
 		c.refused(d, m, v, r)
 	}
-}
-
-// refused handles a copy the broker would not take, never as a silent
-// loss. A queue with a dead-letter route of its own rejects the original
-// to it. Any other original is held unacknowledged (it keeps a prefetch
-// slot, so the consumer slows instead of losing) while the copy is tried
-// again with backoff, after declaring the missing queue again where the
-// server may declare: until a copy is placed, a stop gives the original
-// back, or the outcome turns unknown (then it goes back too).
-func (c *consumer) refused(d transport.Delivery, m *Message, v verdict, r published) {
-	why, detail := c.whyRefused(v.copy.to, r)
-	c.e.inst.setAsideFailed.Add(context.Background(), 1, c.q.metrics.with(
-		attribute.String("destination", v.copy.to), attribute.String("why", why)))
-	fields := append(c.hopFields(m, v), zap.String("why", why))
-	if c.q.hasOwnDeadLetterRoute() {
-		c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is rejected to the queue's own dead-letter route", fields...)
-		if err := d.Reject(false); err != nil {
-			c.e.log.Debug("acemq: reject", zap.String("queue", c.q.name), zap.Error(err))
-		}
-		return
-	}
-	c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is held unacknowledged and the copy tried again until it is placed", fields...)
-	c.e.spawn(func() { c.holdRefused(d, m, v, why) })
-}
-
-// heldBackoff spaces the tries of a refused copy: a queue deleted or full
-// stays so for a while, and each try costs the broker a publish.
-var heldBackoff = backoff.Policy{Min: time.Second, Max: 30 * time.Second, Jitter: true}
-
-// holdRefused tries a refused copy again until it is placed.
-func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why string) {
-	since := time.Now()
-	held := c.q.metrics.with(attribute.String("destination", v.copy.to), attribute.String("why", why))
-	c.e.inst.held.Add(context.Background(), 1, held)
-	defer c.e.inst.held.Add(context.Background(), -1, held)
-	for n := 0; ; n++ {
-		if backoff.Sleep(context.Background(), nil, heldBackoff.Delay(n), c.e.stop.cancelled) != nil {
-			c.e.log.Warn("acemq: stopping; a held original goes back to the broker, its copy still refused",
-				append(c.hopFields(m, v), zap.Duration("held_for", time.Since(since)))...)
-			c.giveBack(d)
-			return
-		}
-		if why == "missing" {
-			c.redeclare(v.copy.to)
-		}
-		switch r, _ := c.publishOnce(m, d, v.copy); r {
-		case copyRouted, copyUnknown:
-			if r == copyRouted {
-				c.e.log.Info("acemq: a held copy was placed", append(c.hopFields(m, v), zap.Duration("held_for", time.Since(since)))...)
-			}
-			c.conclude(d, m, v, r)
-			return
-		case copyUnroutable:
-			if v.copy.rung { // the rung is gone for good: wait in the process
-				c.conclude(d, m, v, r)
-				return
-			}
-		}
-		if n%10 == 9 {
-			c.e.log.Warn("acemq: a copy is still refused; the original stays held", append(c.hopFields(m, v),
-				zap.String("why", why), zap.Time("held_since", since), zap.Duration("held_for", time.Since(since)))...)
-		}
-	}
-}
-
-// redeclare declares the queue's topology again, where the server may
-// declare, because missing (a rung, a .dlq) was deleted under it: the next
-// copy then finds it. Declaring is idempotent.
-func (c *consumer) redeclare(missing string) {
-	if !c.q.declare {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
-	defer cancel()
-	if err := c.e.t.Declare(ctx, Topology(c.q.name, c.q.policy, c.q.args)); err != nil {
-		c.e.log.Warn("acemq: declare a missing queue again", zap.String("queue", c.q.name), zap.String("missing", missing), zap.Error(err))
-		return
-	}
-	c.e.log.Info("acemq: declared a missing queue again", zap.String("queue", c.q.name), zap.String("missing", missing))
-}
-
-// whyRefused names why the broker refused a copy to queue, for the log
-// and the metric: "missing" (no such queue), "nacked" (the queue exists and
-// refuses: full under reject-publish, or without a leader) or "refused".
-func (c *consumer) whyRefused(queue string, r published) (why, detail string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := c.e.t.Inspect(ctx, queue)
-	switch {
-	case errors.Is(err, transport.ErrNotFound):
-		return "missing", "the queue " + queue + " does not exist"
-	case err == nil && r == copyNacked:
-		return "nacked", fmt.Sprintf("the queue %s exists with %d messages ready and nacked every try: full under x-overflow reject-publish, or without a leader", queue, info.Messages)
-	case r == copyNacked:
-		return "nacked", "the broker nacked every try"
-	}
-	return "refused", "no queue took it"
 }
 
 func (c *consumer) hopFields(m *Message, v verdict) []zap.Field {
