@@ -114,7 +114,7 @@ func TestCopyWritesWhatTheDocumentSays(t *testing.T) {
 			env := wire.Read(d)
 			pub := wire.Copy(d, env, "orders.dlq", tt.attempt, tt.reason)
 			err := doc.Check(pub.Headers, wiretest.Want{ID: "m-1", Attempt: int64(tt.attempt),
-				Created: time.Date(2024, 3, 1, 9, 0, 0, 250e6, time.UTC).UnixMilli(),
+				Created:  time.Date(2024, 3, 1, 9, 0, 0, 250e6, time.UTC).UnixMilli(),
 				Exchange: "shop", RoutingKey: "orders.placed", GivenUp: tt.reason != ""})
 			if err != nil {
 				t.Error(err)
