@@ -3,9 +3,12 @@
 // killed, a consumer killed, connections closed, a blocked connection, a
 // refused declaration, queues deleted, a user without configure rights, bad
 // input from a raw client, a quorum queue's leader killed in a three-node
-// cluster) and accounts for every id: accepted by the
-// handler (and how often), in the .dlq, in .parked, still queued. Each
-// scenario prints one line
+// cluster, a .dlq full under reject-publish, a .dlq, .parked and rung
+// deleted with nothing else to take what they refuse, a handler that ignores
+// its context at the shutdown deadline, messages without an id from a
+// foreign client redelivered to an idempotent handler) and accounts for
+// every id: accepted by the handler (and how often), in the .dlq, in
+// .parked, still queued. Each scenario prints one line
 //
 //	FAULT <name>: published=N delivered=N deadlettered=N parked=N lost=N duplicates=N
 //
