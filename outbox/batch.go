@@ -4,28 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
-
-// row is one claimed outbox row.
-type row struct {
-	seq           int64
-	id            string
-	exchange, key string
-	headers       []byte
-	contentType   string
-	correlationID string
-	body          []byte
-	size          int64
-	created       time.Time
-	attempts      int32
-}
 
 // claimed is a batch: rows locked by the transaction tx, in write order.
 type claimed struct {
@@ -56,15 +42,16 @@ func (r *Relay) claim(ctx context.Context) (*claimed, error) {
 }
 
 func (r *Relay) lock(ctx context.Context, b *claimed) error {
-	res, err := b.tx.Query(ctx, r.o.q.claim, r.cfg.batch, inlineBody)
+	res, err := b.tx.Query(ctx, r.o.q.claim, r.cfg.batch, inlineBody, maxStoredHeaders)
 	if err != nil {
 		return fmt.Errorf("acemq: outbox relay: claim: %w", err)
 	}
 	b.rows, err = pgx.CollectRows(res, func(cr pgx.CollectableRow) (row, error) {
-		var x row
-		err := cr.Scan(&x.seq, &x.id, &x.exchange, &x.key, &x.headers, &x.contentType, &x.correlationID,
-			&x.body, &x.size, &x.created, &x.attempts)
-		return x, err
+		var s scanned
+		if err := cr.Scan(s.dest()...); err != nil {
+			return row{}, err
+		}
+		return s.row(r.o.maxBody), nil
 	})
 	if err != nil {
 		return fmt.Errorf("acemq: outbox relay: claim: %w", err)
@@ -73,6 +60,9 @@ func (r *Relay) lock(ctx context.Context, b *claimed) error {
 	var used int64
 	for i := range b.rows {
 		x := &b.rows[i]
+		if x.bad != nil {
+			continue // never read, never published
+		}
 		if x.size > inlineBody {
 			if i > 0 && used+x.size > batchBytes {
 				b.rows, b.more, b.cut = b.rows[:i], true, true // the rest wait for the next batch
@@ -103,15 +93,27 @@ type result struct {
 	confirmed time.Time
 }
 
-// publish sends one row with the wire contract's headers.
-func (r *Relay) publish(ctx context.Context, x *row) result {
-	headers, err := decodeHeaders(x.headers)
+// publish sends one row with the wire contract's headers. Whatever the
+// row holds, the outcome is the row's: a row that cannot be published as
+// it stands fails, and so does one whose publish panics (the panic is
+// logged with its stack), so that one row never stops the relay nor the
+// rest of its batch.
+func (r *Relay) publish(ctx context.Context, x *row) (res result) {
+	defer func() {
+		if v := recover(); v != nil {
+			msg := fmt.Sprint(v)
+			r.in.failed.Add(ctx, 1, r.in.other)
+			r.log.Error("outbox message panicked as it was published; it stays and will be retried",
+				zap.Int64("seq", x.seq), zap.String("id", x.id), zap.String("panic", msg), zap.Stack("stack"))
+			res = result{outcome: failed, err: fmt.Errorf("acemq: outbox relay: publishing the row panicked: %s", msg)}
+		}
+	}()
+	pub, err := publishing(x)
 	if err != nil {
+		r.in.failed.Add(ctx, 1, r.in.other)
 		return result{outcome: failed, err: err}
 	}
-	// Attempt 1 always: a relay's retry is not a delivery attempt.
-	c, err := r.t.Publish(ctx, wire.New(wire.Origin{ID: x.id, Created: x.created, Exchange: x.exchange, RoutingKey: x.key},
-		headers, transport.Properties{ContentType: x.contentType, CorrelationID: x.correlationID}, x.body))
+	c, err := r.t.Publish(ctx, pub)
 	switch {
 	case err == nil && c.Routed:
 		return result{outcome: published, confirmed: time.Now()}
@@ -150,10 +152,10 @@ func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error 
 			done = append(done, x.seq)
 		case unroutable, failed:
 			wait := backoff(r.cfg.backoffMin, r.cfg.backoffMax, int(x.attempts))
-			seqs, errs, delays = append(seqs, x.seq), append(errs, res.err.Error()), append(delays, wait.Microseconds())
+			seqs, errs, delays = append(seqs, x.seq), append(errs, lastError(res.err)), append(delays, wait.Microseconds())
 			r.log.Warn("outbox message not published; it stays and will be retried",
-				zap.String("id", x.id), zap.String("exchange", x.exchange), zap.String("routing_key", x.key),
-				zap.Int32("attempts", x.attempts+1), zap.Duration("retry_in", wait), zap.Error(res.err))
+				zap.Int64("seq", x.seq), zap.String("id", x.id), zap.String("exchange", x.exchange), zap.String("routing_key", x.key),
+				zap.Int32("attempts", min(x.attempts, math.MaxInt32-1)+1), zap.Duration("retry_in", wait), zap.Error(res.err))
 		case untouched:
 			switch {
 			case errors.Is(res.err, transport.ErrClosed):

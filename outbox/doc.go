@@ -116,6 +116,25 @@
 // queue name, a name longer than AMQP's 255 bytes) or headers JSON cannot
 // store ([ErrInvalidMessage]).
 //
+// # Rows another writer made
+//
+// A relay publishes every row of its table, whoever wrote it: hand-written
+// SQL, another library, an older schema. Headers that are SQL NULL or JSON
+// null are no headers. A row that cannot be published as it stands fails
+// alone, recorded as any failed publish is (attempts, last_error naming
+// what is wrong, next_attempt_at) and logged with its seq and id, while
+// the rest of its batch goes out: headers that are not JSON or not a JSON
+// object, a header number beyond a float64, a name, exchange, routing key,
+// content type or correlation id over AMQP's 255 bytes, an empty id, a
+// created_at of infinity, a body over [WithMaxBodySize] or headers stored
+// in more than 1 MiB (both refused unread), and whatever the transport
+// refuses (a missing exchange, headers past AMQP's limits). So does a NULL
+// in a column CreateTableSQL makes NOT NULL, in a table altered since
+// (NULL content_type, correlation_id and attempts read as their defaults).
+// A publish that panics is its row's failure too, its stack logged. Such a
+// row is retried with backoff like any other until it is mended or
+// deleted.
+//
 // # Failures of the database and the broker
 //
 // A batch that fails as a whole (a lost or restarted database, a commit

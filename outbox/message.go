@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -137,42 +138,99 @@ func hasNUL(b []byte) bool {
 	}
 }
 
-// decodeHeaders reads stored headers back, numbers as int64 when they are
-// whole and fit, float64 otherwise, leaving room for the relay's own.
+// decodeHeaders reads the headers column back, numbers as int64 when
+// they are whole and fit, float64 otherwise. SQL NULL and JSON null are no
+// headers. Headers no message can carry, which another writer may have
+// stored, are an error that says why: not JSON, JSON that is not an
+// object, a number no AMQP type holds, a name longer than AMQP allows. The
+// rest of what AMQP cannot carry (nesting, width, the frame) is the
+// transport's to refuse, as it measures the publish.
 func decodeHeaders(b []byte) (map[string]any, error) {
-	h := make(map[string]any, 8)
 	if len(b) == 0 {
-		return h, nil
+		return nil, nil
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	if err := d.Decode(&h); err != nil {
-		return nil, fmt.Errorf("stored headers: %w", err)
+	var v any
+	err := d.Decode(&v)
+	if err == nil {
+		if _, end := d.Token(); end != io.EOF {
+			err = errors.New("more than one JSON value")
+		}
 	}
-	for k, v := range h {
-		h[k] = numbers(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the headers column cannot be read as JSON: %w", ErrInvalidMessage, err)
+	}
+	var h map[string]any
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		h = v
+	case []any:
+		return nil, notObject("array")
+	case string:
+		return nil, notObject("string")
+	case json.Number:
+		return nil, notObject("number")
+	case bool:
+		return nil, notObject("boolean")
+	}
+	for k, e := range h {
+		if len(k) > maxShortStr {
+			return nil, fmt.Errorf("%w: a header name is %d bytes; AMQP allows at most %d", ErrInvalidMessage, len(k), maxShortStr)
+		}
+		n, err := numbers(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: header %q: %w", ErrInvalidMessage, k, err)
+		}
+		h[k] = n
 	}
 	return h, nil
 }
 
-func numbers(v any) any {
+func notObject(kind string) error {
+	return fmt.Errorf("%w: the headers column holds a JSON %s, not an object", ErrInvalidMessage, kind)
+}
+
+// numbers gives the numbers in v their Go types, and checks the names of
+// the tables in it.
+func numbers(v any) (any, error) {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
-			return i
+			return i, nil
 		}
-		f, _ := v.Float64()
-		return f
+		f, err := v.Float64()
+		if err != nil {
+			s := v.String()
+			if len(s) > 24 {
+				s = fmt.Sprintf("%s... (%d digits)", s[:20], len(s))
+			}
+			return nil, fmt.Errorf("the number %s is beyond what a float64, the widest AMQP number, holds", s)
+		}
+		return f, nil
 	case map[string]any:
 		for k, e := range v {
-			v[k] = numbers(e)
+			if len(k) > maxShortStr {
+				return nil, fmt.Errorf("a name in it is %d bytes; AMQP allows at most %d", len(k), maxShortStr)
+			}
+			n, err := numbers(e)
+			if err != nil {
+				return nil, err
+			}
+			v[k] = n
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = numbers(e)
+			n, err := numbers(e)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = n
 		}
 	}
-	return v
+	return v, nil
 }
 
 // Errors for callers to branch on with errors.Is.
@@ -182,9 +240,14 @@ var (
 	ErrInvalidTable = errors.New("acemq: invalid outbox table name")
 	// ErrInvalidMessage is returned, wrapped, by Write for a message that
 	// could never be published as given: a malformed routing target, a
-	// name AMQP cannot carry, headers JSON cannot store.
+	// name AMQP cannot carry, headers JSON cannot store. A relay wraps it
+	// in the last error of a row that no Write made and that cannot be
+	// published as it stands (see "Rows another writer made" in the
+	// package documentation).
 	ErrInvalidMessage = errors.New("acemq: invalid outbox message")
 	// ErrTooLarge is returned, wrapped, by Write for a body larger than
-	// WithMaxBodySize allows, or headers too large for an AMQP frame.
+	// WithMaxBodySize allows, or headers too large for an AMQP frame; a
+	// relay records it, in the same words, on such a row that another
+	// writer made.
 	ErrTooLarge = errors.New("acemq: outbox message too large")
 )

@@ -26,8 +26,10 @@ func TestHeadersRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip\n got %#v\nwant %#v", got, want)
 	}
-	if h, err := decodeHeaders(nil); err != nil || len(h) != 0 || h == nil {
-		t.Errorf("no headers = %v, %v; want an empty map to stamp", h, err)
+	for _, b := range []string{"", "null", " null "} {
+		if h, err := decodeHeaders([]byte(b)); err != nil || len(h) != 0 {
+			t.Errorf("headers %q = %v, %v; want none", b, h, err)
+		}
 	}
 }
 

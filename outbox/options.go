@@ -67,7 +67,8 @@ func WithTable(name string) Option { return tableOption(name) }
 // WithMaxBodySize sets the largest body [Outbox.Write] accepts, in bytes;
 // [DefaultMaxBodySize] unless given. Raise it only together with the
 // broker's max_message_size: a body the broker refuses would be retried
-// forever.
+// forever. A relay holds rows another writer made to it too: a larger
+// body is its row's failure, and is never read.
 func WithMaxBodySize(n int) Option { return maxBodyOption(n) }
 
 // WithBatchSize sets how many rows a relay claims in one transaction;

@@ -114,8 +114,8 @@ func (p *pipeline) start(ctx context.Context, f *inflight) {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			f.results[i] = p.r.publish(p.work, &f.rows[i])
-			<-p.slots
+			defer func() { <-p.slots }()
+			f.results[i] = p.r.publish(p.work, &f.rows[i]) // recovers a row's panic as that row's failure
 		}()
 	}
 }

@@ -15,6 +15,14 @@ const maxTableLen = 48
 // ones are read one at a time, within the batch's byte budget.
 const inlineBody = 64 << 10
 
+// maxStoredHeaders is the largest headers column the claim query returns,
+// by its stored size (pg_column_size): a row's headers larger than that
+// are refused unread, so that a batch of them cannot swamp the relay. It
+// is far above any headers that fit in an AMQP frame (jsonb may take up
+// to eight times its JSON text, for deep nesting), which the transport
+// refuses as it measures them.
+const maxStoredHeaders = 1 << 20
+
 // batchBytes is a batch's budget of body bytes: a batch of large messages
 // stops here (after at least one row) rather than hold them all in memory.
 const batchBytes = 32 << 20
@@ -62,9 +70,11 @@ CREATE OR REPLACE TRIGGER ` + name.Local("_notify") + ` AFTER INSERT ON ` + t + 
 `
 	q.insert = `INSERT INTO ` + t + ` (id, exchange, routing_key, headers, content_type, correlation_id, body)
 VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)`
-	// $1 batch size, $2 inline body limit. Rows that are locked belong to
-	// another relay's batch: skip them rather than wait.
-	q.claim = fmt.Sprintf(`SELECT seq, id, exchange, routing_key, headers, content_type, correlation_id,
+	// $1 batch size, $2 inline body limit, $3 headers limit. Rows that
+	// are locked belong to another relay's batch: skip them rather than
+	// wait.
+	q.claim = fmt.Sprintf(`SELECT seq, id, exchange, routing_key,
+	CASE WHEN pg_column_size(headers) <= $3 THEN headers END, pg_column_size(headers), content_type, correlation_id,
 	CASE WHEN octet_length(body) <= $2 THEN body END, octet_length(body), created_at, attempts
 FROM %s
 WHERE next_attempt_at <= now()
@@ -75,9 +85,10 @@ FOR UPDATE SKIP LOCKED`, t)
 	q.remove = `DELETE FROM ` + t + ` WHERE seq = ANY($1)`
 	// $1 seqs, $2 errors, $3 delays in microseconds: the time of the retry
 	// is counted from when the failure was recorded, not when the batch
-	// began.
+	// began. attempts stops at the integer's maximum rather than fail the
+	// whole batch's record on one row's overflow.
 	q.fail = `UPDATE ` + t + ` AS o
-SET attempts = o.attempts + 1, last_error = f.err,
+SET attempts = least(coalesce(o.attempts, 0), 2147483646) + 1, last_error = f.err,
 	next_attempt_at = clock_timestamp() + f.delay * interval '1 microsecond'
 FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(seq, err, delay)
 WHERE o.seq = f.seq`
