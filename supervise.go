@@ -62,9 +62,18 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		}
 		c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
 			zap.String("queue", c.q.name), zap.Error(err))
-		if sub = c.resubscribe(); sub == nil {
+		if err := sub.Close(); err != nil { // its channel, and its connection if it has one of its own
+			c.e.log.Debug("acemq: close an ended subscription", zap.String("queue", c.q.name), zap.Error(err))
+		}
+		next, err := c.resubscribe()
+		if err != nil {
+			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended, and consuming it again was refused: %w", c.q.name, err)
+			return
+		}
+		if next == nil {
 			return // stopping
 		}
+		sub = next
 		alive = c.startWorkers(sub)
 	}
 }
@@ -74,16 +83,21 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 var resubscribeBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: true}
 
 // resubscribe declares the queue's topology and consumes it again, with
-// backoff, until it works or a stop is requested (then nil).
-func (c *consumer) resubscribe() transport.Subscription {
+// backoff, until it works, a stop is requested (then nil, nil), or the
+// broker refuses for good: access refused or withdrawn, the vhost gone, an
+// inequivalent declaration (then the broker's reason).
+func (c *consumer) resubscribe() (transport.Subscription, error) {
 	for n := 0; ; n++ {
 		if backoff.Sleep(context.Background(), nil, resubscribeBackoff.Delay(n), c.e.stop.requested) != nil {
-			return nil
+			return nil, nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
 		sub, err := c.declareAndConsume(ctx)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, transport.ErrAccessRefused), errors.Is(err, transport.ErrNotFound), errors.Is(err, transport.ErrPreconditionFailed):
+			return nil, err
+		case err != nil:
 			c.e.log.Warn("acemq: consume a deleted queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1), zap.Error(err))
 			continue
 		}
@@ -91,12 +105,12 @@ func (c *consumer) resubscribe() transport.Subscription {
 		if isClosed(c.e.stop.requested) { // the drain may have read the old one
 			c.mu.Unlock()
 			_ = sub.Close()
-			return nil
+			return nil, nil
 		}
 		c.sub = sub
 		c.mu.Unlock()
 		c.e.log.Info("acemq: consuming the queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1))
-		return sub
+		return sub, nil
 	}
 }
 

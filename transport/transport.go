@@ -10,7 +10,7 @@
 //
 // Header values are those of AMQP field tables: bool, integers (int, int8 to
 // int64), float32/float64, string, []byte, time.Time, nested tables as
-// map[string]any and arrays as []any. A transport hands received headers back
+// map[string]any, arrays as []any, and nil (AMQP's void field). A transport hands received headers back
 // in those types, nested tables included, so code reading them does not care
 // which transport delivered the message. Integers come back at a width the
 // transport chooses (an int is sent as int32 or int64): read them with a type

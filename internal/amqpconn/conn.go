@@ -176,6 +176,12 @@ func (c *Conn) connection(ctx context.Context, unlessRefused bool) (*amqp.Connec
 	}
 }
 
+// ConnectionUnlessRefused is Connection, except that it gives up as soon
+// as the broker refuses a reconnect attempt, as ChannelUnlessRefused does.
+func (c *Conn) ConnectionUnlessRefused(ctx context.Context) (*amqp.Connection, error) {
+	return c.connection(ctx, true)
+}
+
 // Channel opens a channel on the live connection, waiting out a reconnect.
 func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 	return c.channel(ctx, false)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
@@ -267,6 +268,10 @@ func (s *subscription) run(c *consumeCh) {
 	}
 }
 
+// cancelGrace is how long a broker's cancel waits for the connection
+// close that follows it when its vhost was deleted.
+const cancelGrace = 250 * time.Millisecond
+
 // asked reports whether Cancel or Close was called.
 func (s *subscription) asked() bool {
 	s.mu.Lock()
@@ -278,19 +283,34 @@ func (s *subscription) asked() bool {
 // with the broker's code and text: a basic.cancel leaves the channel open;
 // anything else closed it.
 func (s *subscription) ended(c *consumeCh) ending {
+	var reason *amqp.Error
 	select {
 	case tag, ok := <-c.cancels:
-		if ok && tag == s.tag {
+		if !ok || tag != s.tag {
+			break
+		}
+		// A deleted vhost cancels every consumer first and closes the
+		// connection some 20 ms later (320 CONNECTION_FORCED). Wait a
+		// moment for that close, so that the ending names the vhost (the
+		// reconnect is refused: 530), not a deleted queue.
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case reason = <-c.closes:
+		case <-t.C:
+		}
+		if reason == nil {
 			return decideCancel(s.queue) // end logs it
 		}
 	default:
 	}
 	// amqp091-go sends the close reason before it closes the deliveries,
 	// so it is here already, unless the channel went without one.
-	var reason *amqp.Error
-	select {
-	case reason = <-c.closes:
-	default:
+	if reason == nil {
+		select {
+		case reason = <-c.closes:
+		default:
+		}
 	}
 	var end ending
 	if reason != nil {

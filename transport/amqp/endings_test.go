@@ -164,16 +164,18 @@ func TestConsumerTimeout(t *testing.T) {
 
 // TestVhostDeletedEndsSubscription: RabbitMQ 3.10.8 deleting a vhost
 // cancels its consumers (basic.cancel), then closes its connections (320
-// CONNECTION_FORCED); the subscription ends with ErrCancelled, naming its
-// queue, instead of redialling a vhost that is gone.
+// CONNECTION_FORCED); the subscription waits a moment after the cancel for
+// that close, tries to reconnect, is refused (530), and ends with
+// ErrNotFound naming the vhost, instead of redialling a vhost that is gone
+// or blaming a deleted queue.
 func TestVhostDeletedEndsSubscription(t *testing.T) {
 	t.Parallel()
 	url, vh := brokertest.FreshVhost(t, "", brokerURL(t)) // its clean-up tolerates the vhost gone
 	q, sub := declareAndConsume(t, dialURL(t, url))
 	rabbitmqctl(t, "", "delete_vhost", vh)
 	awaitEnd(t, sub)
-	if err := sub.Err(); !errors.Is(err, transport.ErrCancelled) || !strings.Contains(err.Error(), q) {
-		t.Fatalf("Err = %v, want ErrCancelled naming %s", err, q)
+	if err := sub.Err(); !errors.Is(err, transport.ErrNotFound) || !strings.Contains(err.Error(), vh) || !strings.Contains(err.Error(), q) {
+		t.Fatalf("Err = %v, want ErrNotFound naming the vhost %s and the queue %s", err, vh, q)
 	}
 }
 

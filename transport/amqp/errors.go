@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
@@ -39,6 +40,11 @@ func classify(err error) error {
 		sentinel = transport.ErrPreconditionFailed
 	case codeAccessRefused:
 		sentinel = transport.ErrAccessRefused
+	case codeNotAllowed: // connection.open refused
+		sentinel = transport.ErrAccessRefused
+		if strings.Contains(ae.Reason, "not found") {
+			sentinel = transport.ErrNotFound // the vhost is gone
+		}
 	default:
 		return err
 	}

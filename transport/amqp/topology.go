@@ -25,7 +25,10 @@ type topologies struct {
 
 func (tp *topologies) declare(ctx context.Context, conn *amqpconn.Conn, top transport.Topology) error {
 	for {
-		c, err := conn.Connection(ctx)
+		// A reconnect the broker refuses (the vhost deleted, access
+		// withdrawn) is the answer: waiting for it would only end in ctx's
+		// deadline, which names nothing that happened.
+		c, err := conn.ConnectionUnlessRefused(ctx)
 		if err != nil {
 			return fmt.Errorf("acemq: declare: %w", classify(err))
 		}
