@@ -358,6 +358,7 @@ func (p *panicky) Publish(ctx context.Context, pub transport.Publishing) (transp
 	switch pub.Headers[acemq.HeaderID] {
 	case "nil-map":
 		var m map[string]any
+		//lint:ignore SA5000 the runtime's own panic is the point
 		m["boom"] = 1
 	case "odd-value":
 		panic("a NUL \x00, bad UTF-8 \xff, and a lot more: " + strings.Repeat("x", 10000))
