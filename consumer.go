@@ -29,43 +29,33 @@ type consumer struct {
 // did not return by the deadline. Workers read the subscription directly:
 // no hand-off on the hot path.
 func (c *consumer) work(w *worker, sub transport.Subscription) {
-	deliveries := sub.Deliveries()
-	for {
-		select {
-		case d, ok := <-deliveries:
-			if !ok {
-				return
-			}
-			if isClosed(c.e.stop.requested) {
-				c.giveBack(d)
-				continue
-			}
-			if !c.handle(w, d) {
-				return
-			}
-		case <-c.e.stop.cut:
-			return
+	c.each(sub, func(d transport.Delivery) bool {
+		if isClosed(c.e.stop.requested) {
+			c.giveBack(d)
+			return true
 		}
-	}
+		return c.handle(w, d)
+	})
 }
 
 // giveBackUnstarted runs during the drain beside the workers, which may all
 // be busy: a delivery not yet started goes straight back to the broker. It
 // is the broker's to hand to another consumer, and holding it would make
 // the drain as long as the queue.
-func (c *consumer) giveBackUnstarted() { c.each(c.subscription(), c.giveBack) }
+func (c *consumer) giveBackUnstarted() {
+	c.each(c.subscription(), func(d transport.Delivery) bool { c.giveBack(d); return true })
+}
 
-// each calls f with every delivery until the subscription's channel closes
-// or the stop cuts it off.
-func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery)) {
+// each calls f with every delivery until the subscription's channel
+// closes, the stop cuts it off, or f says to stop.
+func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) bool) {
 	deliveries := sub.Deliveries()
 	for {
 		select {
 		case d, ok := <-deliveries:
-			if !ok {
+			if !ok || !f(d) {
 				return
 			}
-			f(d)
 		case <-c.e.stop.cut:
 			return
 		}
