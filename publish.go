@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
@@ -46,6 +47,14 @@ type Outgoing struct {
 	Headers       map[string]any
 	ContentType   string
 	CorrelationID string
+	// Delay delivers the message after it, on the delay infrastructure
+	// (package delay, declared with delay.Topology), rounded up to
+	// delay.Unit; At delivers it at a time (one in the past is now). Set
+	// at most one, and only for the default exchange: RoutingKey names
+	// the queue, which must exist at publish time and be bound with
+	// delay.Bind.
+	Delay time.Duration
+	At    time.Time
 }
 
 // PublishResult says what the broker did with a message.
@@ -92,6 +101,12 @@ func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, err
 	}
 	prop.Inject(ctx, HeaderCarrier(pub.Headers))
 	res := PublishResult{ID: id}
+	if o.Delay != 0 || !o.At.IsZero() {
+		if err := p.delayed(ctx, o, now, &pub); err != nil {
+			return res, &PublishError{ID: id, Exchange: o.Exchange, RoutingKey: o.RoutingKey,
+				Unroutable: errors.Is(err, ErrUnroutable), Err: err}
+		}
+	}
 	c, err := p.Transport.Publish(ctx, pub)
 	if err != nil {
 		return res, &PublishError{ID: id, Exchange: o.Exchange, RoutingKey: o.RoutingKey, Err: err}
@@ -101,6 +116,37 @@ func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, err
 		return res, &PublishError{ID: id, Exchange: o.Exchange, RoutingKey: o.RoutingKey, Unroutable: true, Err: ErrUnroutable}
 	}
 	return res, nil
+}
+
+// delayed points pub at the delay infrastructure: the level of its delay's
+// highest bit, with the delay in its routing key and the due time in
+// x-acemq-due. The level exchanges route every message, so the destination
+// is checked first: a queue that cannot be reached now is ErrUnroutable,
+// as a direct publish to it would be.
+func (p *Publisher) delayed(ctx context.Context, o Outgoing, now time.Time, pub *transport.Publishing) error {
+	if o.Delay != 0 && !o.At.IsZero() {
+		return errors.New("acemq: delayed publish: set Delay or At, not both")
+	}
+	if o.Exchange != "" {
+		return fmt.Errorf("acemq: delayed publish: only to a queue (the default exchange), not exchange %q", o.Exchange)
+	}
+	d := o.Delay
+	if !o.At.IsZero() {
+		d = o.At.Sub(now)
+	}
+	r, err := delay.RouteTo(o.RoutingKey, d)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Transport.Inspect(ctx, o.RoutingKey); err != nil {
+		if errors.Is(err, transport.ErrNotFound) {
+			return fmt.Errorf("%w: queue %q does not exist: %w", ErrUnroutable, o.RoutingKey, err)
+		}
+		return fmt.Errorf("acemq: delayed publish: check queue %q: %w", o.RoutingKey, err)
+	}
+	pub.Exchange, pub.RoutingKey = r.Exchange, r.Key
+	pub.Headers[delay.DueHeader] = now.Add(r.Wait).UnixMilli()
+	return nil
 }
 
 // clockOf picks the clock: the one given, else the transport's own, else

@@ -27,7 +27,8 @@ import (
 // Transport is what the server needs from a broker. Every method is safe for
 // concurrent use.
 type Transport interface {
-	// Declare applies t in order (exchanges, queues, then bindings) and stops
+	// Declare applies t in order (exchanges, queues, bindings, then exchange
+	// bindings) and stops
 	// at the first refusal, which it returns (ErrPreconditionFailed for an
 	// inequivalent redeclare, ErrAccessRefused without configure rights). A
 	// refusal kills only the channel it was made on.
@@ -150,12 +151,12 @@ type Acknowledger interface {
 	Reject(requeue bool) error
 }
 
-// Exchange is an exchange declaration. The library declares durable direct
-// exchanges only.
+// Exchange is an exchange declaration.
 type Exchange struct {
 	Name    string
 	Kind    string // "direct", "fanout", "topic", "headers"
 	Durable bool
+	Args    map[string]any // alternate-exchange
 }
 
 // Queue is a queue declaration.
@@ -172,11 +173,22 @@ type Binding struct {
 	Key      string
 }
 
-// Topology is a set of declarations, applied in order.
+// ExchangeBinding binds exchange Destination to exchange Source with Key
+// (exchange.bind): what Source routes with a matching key, Destination
+// routes on.
+type ExchangeBinding struct {
+	Destination string
+	Source      string
+	Key         string
+}
+
+// Topology is a set of declarations, applied in order: exchanges, queues,
+// bindings, then exchange bindings.
 type Topology struct {
-	Exchanges []Exchange
-	Queues    []Queue
-	Bindings  []Binding
+	Exchanges        []Exchange
+	Queues           []Queue
+	Bindings         []Binding
+	ExchangeBindings []ExchangeBinding
 }
 
 // QueueInfo is what a passive declare reports.

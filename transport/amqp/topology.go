@@ -81,7 +81,11 @@ func applyTopology(c *amqp.Connection, top transport.Topology) error {
 		if kind == "" {
 			kind = amqp.ExchangeDirect
 		}
-		if err := ch.ExchangeDeclare(ex.Name, kind, ex.Durable, false, false, false, nil); err != nil {
+		args, err := toTable(ex.Args)
+		if err != nil {
+			return fmt.Errorf("acemq: declare exchange %q: argument %w", ex.Name, err)
+		}
+		if err := ch.ExchangeDeclare(ex.Name, kind, ex.Durable, false, false, false, args); err != nil {
 			return fmt.Errorf("acemq: declare exchange %q: %w", ex.Name, classify(err))
 		}
 	}
@@ -97,6 +101,11 @@ func applyTopology(c *amqp.Connection, top transport.Topology) error {
 	for _, b := range top.Bindings {
 		if err := ch.QueueBind(b.Queue, b.Key, b.Exchange, false, nil); err != nil {
 			return fmt.Errorf("acemq: bind queue %q to exchange %q (key %q): %w", b.Queue, b.Exchange, b.Key, classify(err))
+		}
+	}
+	for _, b := range top.ExchangeBindings {
+		if err := ch.ExchangeBind(b.Destination, b.Key, b.Source, false, nil); err != nil {
+			return fmt.Errorf("acemq: bind exchange %q to exchange %q (key %q): %w", b.Destination, b.Source, b.Key, classify(err))
 		}
 	}
 	return nil

@@ -63,6 +63,31 @@ func (b *Broker) declare(t transport.Topology) error {
 			return err
 		}
 	}
+	for _, bd := range t.ExchangeBindings {
+		if err := b.bindExchange(bd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindExchange adds an exchange-to-exchange binding; both must exist, as
+// RabbitMQ asks.
+func (b *Broker) bindExchange(d transport.ExchangeBinding) error {
+	if d.Source == "" || d.Destination == "" {
+		return fmt.Errorf("%w: operation not permitted on the default exchange", transport.ErrAccessRefused)
+	}
+	src, dst := b.exchanges[d.Source], b.exchanges[d.Destination]
+	switch {
+	case src == nil:
+		return fmt.Errorf("%w: no exchange '%s'", transport.ErrNotFound, d.Source)
+	case dst == nil:
+		return fmt.Errorf("%w: no exchange '%s'", transport.ErrNotFound, d.Destination)
+	}
+	bd := binding{key: d.Key, x: d.Destination}
+	if !slices.Contains(src.onward, bd) {
+		src.onward = append(slices.Clip(src.onward), bd)
+	}
 	return nil
 }
 
@@ -78,6 +103,16 @@ func (b *Broker) declareExchange(d transport.Exchange) error {
 	default:
 		return fmt.Errorf("memory: invalid exchange type '%s' for exchange '%s'", d.Kind, d.Name)
 	}
+	args, err := normalizeTable(d.Args)
+	if err != nil {
+		return fmt.Errorf("memory: exchange '%s' arguments: %w", d.Name, err)
+	}
+	ae, hasAE := args["alternate-exchange"]
+	if _, isString := ae.(string); hasAE && !isString {
+		// RabbitMQ ignores an alternate-exchange that is not a string;
+		// refusing it here catches the mistake sooner.
+		return fmt.Errorf("memory: exchange '%s': alternate-exchange must be a string, not %s", d.Name, amqpType(ae))
+	}
 	if x := b.exchanges[d.Name]; x != nil {
 		if x.kind != d.Kind {
 			return inequivalent("type", "exchange", d.Name, quote(d.Kind), quote(x.kind))
@@ -85,9 +120,17 @@ func (b *Broker) declareExchange(d transport.Exchange) error {
 		if x.durable != d.Durable {
 			return inequivalent("durable", "exchange", d.Name, quote(d.Durable), quote(x.durable))
 		}
+		// RabbitMQ compares alternate-exchange only.
+		h, hok := x.args["alternate-exchange"]
+		if hasAE != hok || (hasAE && ae != h) {
+			return inequivalent("alternate-exchange", "exchange", d.Name, describe(ae, hasAE), describe(h, hok))
+		}
 		return nil
 	}
-	b.exchanges[d.Name] = newExchange(d.Name, d.Kind, d.Durable)
+	x := newExchange(d.Name, d.Kind, d.Durable)
+	x.args = args
+	x.ae, _ = ae.(string)
+	b.exchanges[d.Name] = x
 	return nil
 }
 

@@ -98,7 +98,7 @@ func (b *Broker) Exchange(name string) (transport.Exchange, bool) {
 	if x == nil {
 		return transport.Exchange{}, false
 	}
-	return transport.Exchange{Name: x.name, Kind: x.kind, Durable: x.durable}, true
+	return transport.Exchange{Name: x.name, Kind: x.kind, Durable: x.durable, Args: copyTable(x.args, 0)}, true
 }
 
 // Bindings returns the bindings of queue to named exchanges, sorted by

@@ -17,14 +17,21 @@ type exchange struct {
 	name     string
 	kind     string
 	durable  bool
+	args     map[string]any
+	ae       string // alternate-exchange: where a message no binding matches goes
 	bindings []binding
 	direct   map[string][]*queue // direct exchanges: key → queues, in bind order
 	all      []*queue            // fanout and headers: every bound queue, once
+	// onward lists the exchange bindings, Source → Destination; with any,
+	// or an alternate exchange, route walks the graph as RabbitMQ does.
+	onward []binding
 }
 
+// binding is a queue binding (q) or, in onward, an exchange binding (x).
 type binding struct {
 	q   *queue
 	key string
+	x   string
 }
 
 func newExchange(name, kind string, durable bool) *exchange {
@@ -37,10 +44,10 @@ func newExchange(name, kind string, durable bool) *exchange {
 
 // bind adds a binding; an existing one is left as it is.
 func (x *exchange) bind(q *queue, key string) {
-	if slices.Contains(x.bindings, binding{q, key}) {
+	if slices.Contains(x.bindings, binding{q: q, key: key}) {
 		return
 	}
-	x.bindings = append(x.bindings, binding{q, key})
+	x.bindings = append(x.bindings, binding{q: q, key: key})
 	x.reindex()
 }
 
@@ -104,10 +111,63 @@ func (b *Broker) route(name string, keys []string) ([]*queue, bool) {
 	if x == nil {
 		return nil, false
 	}
+	if len(x.onward) == 0 && x.ae == "" {
+		return x.queues(keys), true
+	}
+	// RabbitMQ's walk: each exchange reached once, its matching queues and
+	// exchanges taken, its alternate exchange when it matched nothing.
+	var out []*queue
+	seen := map[string]bool{name: true}
+	work := []*exchange{x}
+	for len(work) > 0 {
+		x := work[0]
+		work = work[1:]
+		qs := x.queues(keys)
+		for _, q := range qs {
+			if !slices.Contains(out, q) {
+				out = append(out, q)
+			}
+		}
+		matched := len(qs) > 0
+		for _, bd := range x.onward {
+			if !x.matches(bd.key, keys) {
+				continue
+			}
+			matched = true
+			if y := b.exchanges[bd.x]; y != nil && !seen[bd.x] {
+				seen[bd.x] = true
+				work = append(work, y)
+			}
+		}
+		if !matched && x.ae != "" {
+			if y := b.exchanges[x.ae]; y != nil && !seen[x.ae] {
+				seen[x.ae] = true
+				work = append(work, y)
+			}
+		}
+	}
+	return out, true
+}
+
+// matches reports whether a binding with key takes a message with keys.
+func (x *exchange) matches(key string, keys []string) bool {
+	switch x.kind {
+	case kindDirect:
+		return slices.Contains(keys, key)
+	case kindTopic:
+		return slices.ContainsFunc(keys, func(k string) bool { return topicMatch(key, k) })
+	default:
+		return true
+	}
+}
+
+// queues returns the queues x's queue bindings take a message with keys
+// to, each once. The returned slice must not be changed.
+func (x *exchange) queues(keys []string) []*queue {
 	switch x.kind {
 	case kindDirect:
 		if len(keys) == 1 {
-			return x.direct[keys[0]], true
+			return x.direct[keys[0]]
 		}
 		var out []*queue
 		for _, k := range keys {
@@ -117,7 +177,7 @@ func (b *Broker) route(name string, keys []string) ([]*queue, bool) {
 				}
 			}
 		}
-		return out, true
+		return out
 	case kindTopic:
 		var out []*queue
 		for _, bd := range x.bindings {
@@ -131,9 +191,9 @@ func (b *Broker) route(name string, keys []string) ([]*queue, bool) {
 				}
 			}
 		}
-		return out, true
+		return out
 	default:
-		return x.all, true
+		return x.all
 	}
 }
 

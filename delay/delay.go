@@ -1,0 +1,163 @@
+package delay
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+const (
+	// Unit is the resolution: every delay is a whole number of units,
+	// rounded up.
+	Unit = 125 * time.Millisecond
+	// Levels is the number of level queues.
+	Levels = 28
+	// Max is the longest delay: every level once, (2^28 − 1) units, about
+	// 388 days.
+	Max = (1<<Levels - 1) * Unit
+	// MaxQueueName is the longest destination a routing key can carry:
+	// 255 bytes less the 28 bit-words and their dots.
+	MaxQueueName = 255 - 2*Levels
+
+	// Prefix starts every name of the layout; the version lets a later
+	// layout run beside this one.
+	Prefix = "acemq.delay.v1"
+	// Deliver is the exchange a due message reaches, which routes it to its
+	// destination.
+	Deliver = Prefix + ".deliver"
+	// Undeliverable is the exchange and the queue of due messages whose
+	// destination did not exist when they were due.
+	Undeliverable = Prefix + ".undeliverable"
+	// DueHeader carries a waiting message's due time, Unix milliseconds
+	// (int64), for an operator's tools.
+	DueHeader = "x-acemq-due"
+)
+
+var (
+	// ErrTooLong is a delay over Max.
+	ErrTooLong = errors.New("acemq: delay longer than the delay infrastructure's maximum")
+	// ErrDestination is a destination queue the routing key cannot carry:
+	// empty, over MaxQueueName bytes, or with a word "*" or "#" that a
+	// binding would read as a wildcard.
+	ErrDestination = errors.New("acemq: destination cannot be delayed to")
+)
+
+// Level is the name of level k's exchange and queue.
+func Level(k int) string { return fmt.Sprintf("%s.%02d", Prefix, k) }
+
+// LevelWait is how long a message waits on level k.
+func LevelWait(k int) time.Duration { return Unit << k }
+
+// Units is d in units, rounded up; zero for d ≤ 0.
+func Units(d time.Duration) (uint64, error) {
+	if d <= 0 {
+		return 0, nil
+	}
+	if d > Max {
+		return 0, fmt.Errorf("%w: %v is over %v", ErrTooLong, d, Max)
+	}
+	return uint64((d + Unit - 1) / Unit), nil
+}
+
+// Route is where a delayed message is published: Exchange is the level of
+// its highest set bit (Deliver for no delay), Key the routing key, Wait the
+// delay rounded up to the unit.
+type Route struct {
+	Exchange string
+	Key      string
+	Wait     time.Duration
+}
+
+// RouteTo returns the route of a message for queue after d.
+func RouteTo(queue string, d time.Duration) (Route, error) {
+	if err := checkQueue(queue); err != nil {
+		return Route{}, err
+	}
+	n, err := Units(d)
+	if err != nil {
+		return Route{}, err
+	}
+	var b strings.Builder
+	b.Grow(2*Levels + len(queue))
+	top := -1
+	for k := Levels - 1; k >= 0; k-- {
+		if n&(1<<k) != 0 {
+			b.WriteString("1.")
+			if top < 0 {
+				top = k
+			}
+		} else {
+			b.WriteString("0.")
+		}
+	}
+	b.WriteString(queue)
+	r := Route{Exchange: Deliver, Key: b.String(), Wait: time.Duration(n) * Unit}
+	if top >= 0 {
+		r.Exchange = Level(top)
+	}
+	return r, nil
+}
+
+func checkQueue(queue string) error {
+	switch {
+	case queue == "":
+		return fmt.Errorf("%w: no queue named", ErrDestination)
+	case len(queue) > MaxQueueName:
+		return fmt.Errorf("%w: queue %q is %d bytes, over the %d a delayed routing key can carry",
+			ErrDestination, queue, len(queue), MaxQueueName)
+	}
+	for _, w := range strings.Split(queue, ".") {
+		if w == "*" || w == "#" {
+			return fmt.Errorf("%w: queue %q has the word %q, a wildcard to a topic binding", ErrDestination, queue, w)
+		}
+	}
+	return nil
+}
+
+// Bind is the binding that lets due messages for queue reach it: exactly 28
+// words, then the queue's (a "#" would also match a longer name ending in
+// queue's words).
+func Bind(queue string) (transport.Binding, error) {
+	if err := checkQueue(queue); err != nil {
+		return transport.Binding{}, err
+	}
+	return transport.Binding{Queue: queue, Exchange: Deliver, Key: strings.Repeat("*.", Levels) + queue}, nil
+}
+
+// Topology is the delay infrastructure of a vhost, declared once and
+// idempotently, before any [Bind].
+func Topology() transport.Topology {
+	t := transport.Topology{
+		Exchanges: []transport.Exchange{
+			{Name: Undeliverable, Kind: "fanout", Durable: true},
+			{Name: Deliver, Kind: "topic", Durable: true, Args: map[string]any{"alternate-exchange": Undeliverable}},
+		},
+		Queues: []transport.Queue{{Name: Undeliverable, Durable: true, Args: map[string]any{
+			"x-queue-type": "quorum",
+			"x-overflow":   "reject-publish",
+		}}},
+		Bindings: []transport.Binding{{Queue: Undeliverable, Exchange: Undeliverable}},
+	}
+	for k := range Levels {
+		next := Deliver
+		if k > 0 {
+			next = Level(k - 1)
+		}
+		skip := strings.Repeat("*.", Levels-1-k)
+		t.Exchanges = append(t.Exchanges, transport.Exchange{Name: Level(k), Kind: "topic", Durable: true})
+		t.Queues = append(t.Queues, transport.Queue{Name: Level(k), Durable: true, Args: map[string]any{
+			"x-queue-type":           "quorum",
+			"x-message-ttl":          LevelWait(k).Milliseconds(),
+			"x-dead-letter-exchange": next,
+			"x-dead-letter-strategy": "at-least-once",
+			"x-overflow":             "reject-publish",
+		}})
+		t.Bindings = append(t.Bindings, transport.Binding{Queue: Level(k), Exchange: Level(k), Key: skip + "1.#"})
+		t.ExchangeBindings = append(t.ExchangeBindings,
+			transport.ExchangeBinding{Destination: next, Source: Level(k), Key: skip + "0.#"})
+	}
+	return t
+}
