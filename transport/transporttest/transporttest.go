@@ -111,6 +111,9 @@ var cases = []testCase{
 	{"Inspect", testInspect},
 	{"ConsumeMissingQueue", testConsumeMissing},
 	{"Closed", testClosed},
+	// delay.go
+	{"DelayWalk", testDelayWalk},
+	{"DelayUndeliverable", testDelayUndeliverable},
 }
 
 // Run runs every conformance test as subtests of t.
