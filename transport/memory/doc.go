@@ -14,7 +14,11 @@
 //
 // The default exchange routes by queue name; direct, fanout, topic and
 // headers exchanges route through bindings (a headers binding has no
-// arguments here, so it matches everything). Publishes are confirmed at
+// arguments here, so it matches everything). Exchange-to-exchange bindings
+// and an exchange's alternate-exchange argument route as RabbitMQ's walk
+// does: each exchange reached once, the alternate taken by an exchange
+// whose bindings matched nothing (queues or exchanges), and a publish
+// routed through an alternate counts as routed. Publishes are confirmed at
 // once, or nacked by a full queue (see Length limits); a mandatory publish
 // that reaches no queue is Routed false, a missing exchange is
 // ErrNotFound. Consumers take turns (round-robin), each up to its
@@ -27,7 +31,8 @@
 // x-dead-letter-exchange and x-dead-letter-routing-key (expired and
 // rejected messages are dead-lettered with RabbitMQ's x-death and
 // x-first-death-* headers, and arrive showing the dead-letter exchange and
-// key; cycles with no rejection in them are dropped), x-queue-type quorum
+// key; cycles with no rejection in them are dropped, as RabbitMQ drops
+// them under either x-dead-letter-strategy), x-queue-type quorum
 // (durable only, x-delivery-count on redeliveries, x-delivery-limit). A
 // redeclare with different durability or arguments is ErrPreconditionFailed
 // naming the queue and the argument, and changes nothing else; so is a bad
