@@ -2,7 +2,10 @@ package memory
 
 import (
 	"maps"
+	"slices"
 	"time"
+
+	"github.com/acemq/acemq/transport"
 )
 
 // Dead-lettering reasons, as RabbitMQ writes them in x-death.
@@ -30,28 +33,86 @@ func (b *Broker) deadLetter(q *queue, m *message, reason string) {
 		delete(h, "CC")
 	}
 	headers := fieldsOf(h)
-	targets, ok := b.route(q.dlx, keys)
-	if !ok {
-		return
-	}
 	props := m.props
 	props.Expiration = ""
+	d := &dead{keys: keys, h: h, headers: headers, props: props, body: m.body, reason: reason}
+	if !b.forward(q, d) && q.atLeastOnce {
+		b.hold(q, d)
+	}
+}
+
+// dead is a dead-lettered message on its way, and where it has arrived.
+type dead struct {
+	keys    []string
+	h       map[string]any // headers, as a map for isCycle
+	headers fields
+	props   transport.Properties
+	body    []byte
+	reason  string
+	settled []*queue // targets that took it (at least once: not offered again)
+}
+
+// forward offers d to the queues q's dead-letter exchange routes it to,
+// except those that took it before and those it would reach in a cycle,
+// and reports whether it is done: every target took it, and there was one
+// (now or before). A refusal loses it, unless q holds it (at least once).
+func (b *Broker) forward(q *queue, d *dead) bool {
+	targets, ok := b.route(q.dlx, d.keys)
+	if !ok {
+		return false
+	}
+	done := len(d.settled) > 0
 	for _, t := range targets {
-		if reason != reasonRejected && isCycle(t.name, h) {
+		if slices.Contains(d.settled, t) || (d.reason != reasonRejected && isCycle(t.name, d.h)) {
 			continue
 		}
 		n := &message{
 			exchange:   q.dlx,
-			routingKey: keys[0],
-			headers:    headers, // shared between copies: never changed
-			props:      props,
-			body:       m.body,
+			routingKey: d.keys[0],
+			headers:    d.headers, // shared between copies: never changed
+			props:      d.props,
+			body:       d.body,
 		}
-		if len(keys) > 1 {
-			n.keys = keys
+		if len(d.keys) > 1 {
+			n.keys = d.keys
 		}
-		b.offer(t, n, 0, false) // a queue that refuses it loses it: at most once
+		if !b.offer(t, n, 0, false) {
+			return false
+		}
+		d.settled = append(d.settled, t)
+		done = true
 	}
+	return done
+}
+
+// settleTimeout is RabbitMQ's dead_letter_worker_publisher_confirm_timeout
+// (its default, 3 minutes): how often a quorum queue under at-least-once
+// dead-lettering offers its held dead letters again.
+const settleTimeout = 3 * time.Minute
+
+// hold keeps d in q, as RabbitMQ's at-least-once dead-letter worker keeps
+// what its dead-letter exchange cannot place (missing, routing nowhere, a
+// target refusing it under reject-publish), and offers it again every
+// settleTimeout until placed. A held message is not ready: Depth does not
+// count it (RabbitMQ lists it as messages_dlx). A cycle is held for ever.
+func (b *Broker) hold(q *queue, d *dead) {
+	q.held = append(q.held, d)
+	if len(q.held) > 1 {
+		return
+	}
+	var retry func()
+	retry = func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if q.deleted || b.closed {
+			return
+		}
+		q.held = slices.DeleteFunc(q.held, func(d *dead) bool { return b.forward(q, d) })
+		if len(q.held) > 0 {
+			b.clock.schedule(b.clock.Now().Add(settleTimeout), retry, &b.wg)
+		}
+	}
+	b.clock.schedule(b.clock.Now().Add(settleTimeout), retry, &b.wg)
 }
 
 // deathHeaders returns m's headers with this death recorded: a new x-death

@@ -28,6 +28,10 @@ type queueArgs struct {
 	maxBytes    int64
 	hasMaxBytes bool
 	overflow    overflow
+	// atLeastOnce: a quorum queue with x-dead-letter-strategy
+	// at-least-once under reject-publish (RabbitMQ falls back to at most
+	// once under any other overflow).
+	atLeastOnce bool
 }
 
 // The arguments RabbitMQ 3.10 compares on a redeclare, per queue type.
@@ -253,6 +257,7 @@ func parseQueueArgs(queue string, args map[string]any) (queueArgs, error) {
 				transport.ErrPreconditionFailed, amqpType(v), queue)
 		}
 	}
+	a.atLeastOnce = a.quorum && a.overflow == rejectPublish && args["x-dead-letter-strategy"] == "at-least-once"
 	if v, ok := args["x-dead-letter-routing-key"]; ok {
 		if a.dlrk, a.hasDLRK = v.(string); !a.hasDLRK {
 			return a, invalid("x-dead-letter-routing-key", fmt.Sprintf("{unacceptable_type,%s}", amqpType(v)))

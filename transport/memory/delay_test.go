@@ -203,3 +203,49 @@ func TestExchangeBindingsAndAlternate(t *testing.T) {
 		t.Fatal("a binding to a missing exchange was taken")
 	}
 }
+
+// A quorum queue under at-least-once dead-lettering keeps a dead letter
+// its target refuses (full, reject-publish) and offers it again every
+// three minutes, as RabbitMQ's dead-letter worker does; at most once, it
+// is lost.
+func TestAtLeastOnceDeadLetteringHolds(t *testing.T) {
+	for _, strategy := range []string{"at-least-once", "at-most-once"} {
+		t.Run(strategy, func(t *testing.T) {
+			f := setup(t)
+			f.declare(transport.Topology{
+				Exchanges: []transport.Exchange{{Name: "dlx", Kind: "fanout", Durable: true}},
+				Queues: []transport.Queue{
+					{Name: "wait", Durable: true, Args: map[string]any{
+						"x-queue-type": "quorum", "x-message-ttl": int64(1000), "x-dead-letter-exchange": "dlx",
+						"x-dead-letter-strategy": strategy, "x-overflow": "reject-publish",
+					}},
+					{Name: "full", Durable: true, Args: map[string]any{"x-max-length": int64(1), "x-overflow": "reject-publish"}},
+				},
+				Bindings: []transport.Binding{{Queue: "full", Exchange: "dlx"}},
+			})
+			f.send("full", "first")
+			f.send("wait", "m")
+			f.b.Clock().Advance(time.Second)
+			if n := f.b.Depth("full"); n != 1 {
+				t.Fatalf("full holds %d, want 1", n)
+			}
+			d, ok, err := f.c.Get(f.ctx, "full")
+			if err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			_ = d.Ack()
+			f.b.Clock().Advance(3*time.Minute - time.Nanosecond)
+			if n := f.b.Depth("full"); n != 0 {
+				t.Fatalf("retried early: full holds %d", n)
+			}
+			f.b.Clock().Advance(time.Nanosecond)
+			want := 0
+			if strategy == "at-least-once" {
+				want = 1
+			}
+			if n := f.b.Depth("full"); n != want {
+				t.Fatalf("after the settle timeout full holds %d, want %d", n, want)
+			}
+		})
+	}
+}

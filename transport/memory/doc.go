@@ -31,9 +31,14 @@
 // x-dead-letter-exchange and x-dead-letter-routing-key (expired and
 // rejected messages are dead-lettered with RabbitMQ's x-death and
 // x-first-death-* headers, and arrive showing the dead-letter exchange and
-// key; cycles with no rejection in them are dropped, as RabbitMQ drops
-// them under either x-dead-letter-strategy), x-queue-type quorum
-// (durable only, x-delivery-count on redeliveries, x-delivery-limit). A
+// key; cycles with no rejection in them are dropped), x-queue-type quorum
+// (durable only, x-delivery-count on redeliveries, x-delivery-limit), and
+// on a quorum queue under reject-publish x-dead-letter-strategy
+// at-least-once: a dead letter that cannot be placed (its exchange
+// missing or routing nowhere, a cycle, a target refusing it) is held by
+// the queue, uncounted by Depth, and offered again every 3 minutes
+// (RabbitMQ's dead_letter_worker_publisher_confirm_timeout) until every
+// target took it; a cycle is held for ever, as on RabbitMQ. A
 // redeclare with different durability or arguments is ErrPreconditionFailed
 // naming the queue and the argument, and changes nothing else; so is a bad
 // value, in RabbitMQ's words. The Expiration property is honoured at the

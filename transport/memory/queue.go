@@ -25,6 +25,7 @@ type queue struct {
 	consumers  []*subscription
 	rr         int // the consumer whose turn it is
 	deleted    bool
+	held       []*dead // at-least-once dead letters not yet placed
 
 	timer    *timer // the next expiry check
 	timerAt  time.Time
