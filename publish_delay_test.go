@@ -17,6 +17,13 @@ func delayed(t *testing.T, queue string) (*memory.Broker, *acemq.Publisher) {
 	b := memory.New()
 	c := b.Connect()
 	t.Cleanup(func() { _ = b.Close() })
+	declareDelayed(t, c, queue)
+	return b, &acemq.Publisher{Transport: c, Mandatory: true}
+}
+
+// declareDelayed declares the delay infrastructure and queue, bound to it.
+func declareDelayed(t *testing.T, c transport.Transport, queue string) {
+	t.Helper()
 	bd, err := delay.Bind(queue)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +34,6 @@ func delayed(t *testing.T, queue string) (*memory.Broker, *acemq.Publisher) {
 	if err := c.Declare(context.Background(), top); err != nil {
 		t.Fatal(err)
 	}
-	return b, &acemq.Publisher{Transport: c, Mandatory: true}
 }
 
 // TestPublishDelayed: after a delay, at a time, at a time past; each

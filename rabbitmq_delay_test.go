@@ -19,16 +19,7 @@ func TestRabbitPublishDelayed(t *testing.T) {
 	r := newRabbit(t)
 	ctx := context.Background()
 	q := r.queue()
-	bd, err := delay.Bind(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top := delay.Topology()
-	top.Queues = append(top.Queues, transport.Queue{Name: q, Durable: true})
-	top.Bindings = append(top.Bindings, bd)
-	if err := r.tr.Declare(ctx, top); err != nil {
-		t.Fatal(err)
-	}
+	declareDelayed(t, r.tr, q)
 	t.Cleanup(func() { _, _ = r.admin.QueueDelete(q, false, false, false) })
 	p := &acemq.Publisher{Transport: r.tr, Mandatory: true}
 
