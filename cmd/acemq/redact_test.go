@@ -135,9 +135,8 @@ func FuzzCLIRedact(f *testing.F) {
 	}
 	const marker = "S3cr3tMarker"
 	f.Fuzz(func(t *testing.T, scheme, user, pre, post string) {
-		if strings.Contains(scheme+user, marker) {
-			t.Skip("the marker must be in the password")
-		}
+		// The marker must be in the password alone: take it out of the rest.
+		scheme, user = strings.ReplaceAll(scheme, marker, ""), strings.ReplaceAll(user, marker, "")
 		pw := pre + marker + post
 		assertNotPrinted(t, scheme+"://"+user+":"+pw+"@127.0.0.1:1/vh", marker)
 		for _, u := range []string{scheme + "://" + user + ":" + pw, pw} {

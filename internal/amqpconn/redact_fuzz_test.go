@@ -57,9 +57,8 @@ func FuzzRedact(f *testing.F) {
 		f.Add(s.scheme, s.user, s.pre, s.post)
 	}
 	f.Fuzz(func(t *testing.T, scheme, user, pre, post string) {
-		if strings.Contains(scheme+user, marker) {
-			t.Skip("the marker must be in the password")
-		}
+		// The marker must be in the password alone: take it out of the rest.
+		scheme, user = strings.ReplaceAll(scheme, marker, ""), strings.ReplaceAll(user, marker, "")
 		withHost, noHost, bare := markedURLs(scheme, user, pre, post)
 		checkHidden(t, withHost)
 		if CheckURL(withHost) == nil {
