@@ -110,18 +110,37 @@ func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
 			}
 			continue
 		}
-		if err := e.t.Declare(ctx, Topology(q.name, q.policy, q.args)); err != nil {
-			return fmt.Errorf("acemq: declare topology of queue %s: %w", q.name, err)
+		if err := e.declare(ctx, q); err != nil {
+			return err
 		}
 	}
 	for _, q := range queues {
-		sub, err := e.t.Consume(ctx, q.name, transport.ConsumeOptions{Prefetch: q.prefetch})
+		sub, err := e.consume(ctx, q)
 		if err != nil {
-			return fmt.Errorf("acemq: consume queue %s: %w", q.name, err)
+			return err
 		}
 		e.consumers = append(e.consumers, &consumer{e: e, q: q, sub: sub})
 	}
 	return nil
+}
+
+// declare declares q's topology: at start-up, and again when a queue of it
+// was deleted under the server.
+func (e *engine) declare(ctx context.Context, q *queueRun) error {
+	if err := e.t.Declare(ctx, Topology(q.name, q.policy, q.args)); err != nil {
+		return fmt.Errorf("acemq: declare topology of queue %s: %w", q.name, err)
+	}
+	return nil
+}
+
+// consume subscribes to q: at start-up, and again after the broker ended
+// its consumer.
+func (e *engine) consume(ctx context.Context, q *queueRun) (transport.Subscription, error) {
+	sub, err := e.t.Consume(ctx, q.name, transport.ConsumeOptions{Prefetch: q.prefetch})
+	if err != nil {
+		return nil, fmt.Errorf("acemq: consume queue %s: %w", q.name, err)
+	}
+	return sub, nil
 }
 
 // spawn runs f on a goroutine of the engine's: the drain waits for it.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/internal/backoff"
@@ -22,8 +23,8 @@ import (
 // back, or the outcome turns unknown (then it goes back too).
 func (c *consumer) refused(d transport.Delivery, m *Message, v verdict, r published) {
 	why, detail := c.whyRefused(v.copy.to, r)
-	c.e.inst.setAsideFailed.Add(context.Background(), 1, c.q.metrics.with(
-		attribute.String("destination", v.copy.to), attribute.String("why", why)))
+	attrs := c.q.metrics.with(attribute.String("destination", v.copy.to), attribute.String("why", why))
+	c.e.inst.setAsideFailed.Add(context.Background(), 1, attrs)
 	fields := append(c.hopFields(m, v), zap.String("why", why))
 	if c.q.hasOwnDeadLetterRoute() {
 		c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is rejected to the queue's own dead-letter route", fields...)
@@ -33,7 +34,7 @@ func (c *consumer) refused(d transport.Delivery, m *Message, v verdict, r publis
 		return
 	}
 	c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is held unacknowledged and the copy tried again until it is placed", fields...)
-	c.e.spawn(func() { c.holdRefused(d, m, v, why) })
+	c.e.spawn(func() { c.holdRefused(d, m, v, why, attrs) })
 }
 
 // heldBackoff spaces the tries of a refused copy: a queue deleted or full
@@ -41,11 +42,11 @@ func (c *consumer) refused(d transport.Delivery, m *Message, v verdict, r publis
 var heldBackoff = backoff.Policy{Min: time.Second, Max: 30 * time.Second, Jitter: true}
 
 // holdRefused tries a refused copy again until it is placed.
-func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why string) {
+// attrs are its destination and why, as set.aside.failed counted them.
+func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why string, attrs metric.AddOption) {
 	since := time.Now()
-	held := c.q.metrics.with(attribute.String("destination", v.copy.to), attribute.String("why", why))
-	c.e.inst.held.Add(context.Background(), 1, held)
-	defer c.e.inst.held.Add(context.Background(), -1, held)
+	c.e.inst.held.Add(context.Background(), 1, attrs)
+	defer c.e.inst.held.Add(context.Background(), -1, attrs)
 	for n := 0; ; n++ {
 		if backoff.Sleep(context.Background(), nil, heldBackoff.Delay(n), c.e.stop.cancelled) != nil {
 			c.e.log.Warn("acemq: stopping; a held original goes back to the broker, its copy still refused",
@@ -85,7 +86,7 @@ func (c *consumer) redeclare(missing string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
 	defer cancel()
-	if err := c.e.t.Declare(ctx, Topology(c.q.name, c.q.policy, c.q.args)); err != nil {
+	if err := c.e.declare(ctx, c.q); err != nil {
 		c.e.log.Warn("acemq: declare a missing queue again", zap.String("queue", c.q.name), zap.String("missing", missing), zap.Error(err))
 		return
 	}

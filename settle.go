@@ -24,12 +24,13 @@ func (c *consumer) settle(d transport.Delivery, m *Message, v verdict) {
 		c.ack(d, m)
 	case v.settle == settleGiveBack:
 		c.giveBack(d)
-	case v.copy.wait > 0:
-		c.count(v.where)
-		c.hold(d, m, v)
 	default:
-		if v.where == "process" {
+		if v.where == "process" { // a rung's retry counts once a rung took it
 			c.count(v.where)
+		}
+		if v.copy.wait > 0 {
+			c.hold(d, m, v)
+			return
 		}
 		c.send(d, m, v, false)
 	}

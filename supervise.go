@@ -115,14 +115,10 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 }
 
 func (c *consumer) declareAndConsume(ctx context.Context) (transport.Subscription, error) {
-	if err := c.e.t.Declare(ctx, Topology(c.q.name, c.q.policy, c.q.args)); err != nil {
-		return nil, fmt.Errorf("acemq: declare topology of queue %s: %w", c.q.name, err)
+	if err := c.e.declare(ctx, c.q); err != nil {
+		return nil, err
 	}
-	sub, err := c.e.t.Consume(ctx, c.q.name, transport.ConsumeOptions{Prefetch: c.q.prefetch})
-	if err != nil {
-		return nil, fmt.Errorf("acemq: consume queue %s: %w", c.q.name, err)
-	}
-	return sub, nil
+	return c.e.consume(ctx, c.q)
 }
 
 // subscription is the queue's current subscription.
