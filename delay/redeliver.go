@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -14,7 +15,9 @@ import (
 // message dead-lettered round a loop of queues with no rejection in it,
 // so a TTL loop would lose the second round.
 //
-// Each is published (confirmed, mandatory) before the original is acked:
+// Each is forwarded as it is, without the broker's own headers and
+// properties (wire.Forward), and published (confirmed, mandatory) before
+// the original is acked:
 // at worst a crash between the two delivers a message twice, never zero
 // times.
 func Redeliver(ctx context.Context, t transport.Transport) (int, error) {
@@ -28,10 +31,7 @@ func Redeliver(ctx context.Context, t transport.Transport) (int, error) {
 		if err != nil || !ok {
 			return moved, err
 		}
-		c, err := t.Publish(ctx, transport.Publishing{
-			Exchange: Deliver, RoutingKey: d.RoutingKey, Mandatory: true,
-			Headers: d.Headers, Properties: d.Properties, Body: d.Body,
-		})
+		c, err := t.Publish(ctx, wire.Forward(d, Deliver, d.RoutingKey, 0))
 		if err == nil && !c.Routed {
 			err = fmt.Errorf("acemq: redeliver: %q reached no queue (is %s declared?)", d.RoutingKey, Undeliverable)
 		}

@@ -60,3 +60,28 @@ func TestTrimKeepsWhatAlwaysFits(t *testing.T) {
 		t.Errorf("Trim changed the copy it was given: %d headers", len(p.Headers))
 	}
 }
+
+// TestForwardCarriesNothingTheBrokerOwns: a message forwarded as it is
+// (the delay infrastructure's redelivery) keeps its body, properties and
+// application headers, and none of the broker's own: no x-death, no
+// per-message TTL, no user id another user would be refused for.
+func TestForwardCarriesNothingTheBrokerOwns(t *testing.T) {
+	t.Parallel()
+	d := transport.Delivery{
+		Headers: map[string]any{"x-death": []any{map[string]any{"queue": "acemq.delay.v1.00"}}, "x-first-death-queue": "q",
+			"tenant": "t-1", wire.ID: "m-1"},
+		Properties: transport.Properties{UserID: "someone-else", Expiration: "60000", CorrelationID: "c-1"},
+		Body:       []byte("{}"),
+	}
+	p := wire.Forward(d, "acemq.delay.v1.deliver", "0.1.q", 0)
+	if _, ok := p.Headers["x-death"]; ok || p.Headers["x-first-death-queue"] != nil || p.Headers["tenant"] != "t-1" || p.Headers[wire.ID] != "m-1" {
+		t.Errorf("headers %v", p.Headers)
+	}
+	if p.UserID != "" || p.Expiration != "" || p.CorrelationID != "c-1" || p.DeliveryMode != 2 || !p.Mandatory ||
+		p.Exchange != "acemq.delay.v1.deliver" || p.RoutingKey != "0.1.q" || string(p.Body) != "{}" {
+		t.Errorf("forwarded %+v", p)
+	}
+	if _, ok := d.Headers["x-death"]; !ok {
+		t.Error("Forward changed the delivery's headers")
+	}
+}

@@ -45,20 +45,35 @@ func New(o Origin, headers map[string]any, props transport.Properties, body []by
 	}
 }
 
-// Copy builds the copy of d that goes to queue by name (a retry, a rung, a
-// dead letter, a park, a replay): the body, properties and headers of d,
-// without what the broker owns, with env's id, creation time and first
-// destination, this attempt, and reason as x-acemq-error (none when
-// reason is empty, so that a replayed message does not keep a stale one).
-// It is persistent and mandatory, so that a copy reaching no queue never
-// lets the original be acked.
-func Copy(d transport.Delivery, env Envelope, queue string, attempt int, reason string) transport.Publishing {
-	h := make(map[string]any, len(d.Headers)+6)
+// Forward builds a publishing of d as it is, to exchange with key: the
+// body, properties and headers of d, without what the broker owns (a
+// stale x-death would have RabbitMQ drop it as a dead-letter cycle), with
+// no per-message TTL and no user id (another user's would be refused,
+// 406). It is persistent and mandatory, so that a copy reaching no queue
+// never lets the original be acked. extra is room for headers the caller
+// adds.
+func Forward(d transport.Delivery, exchange, key string, extra int) transport.Publishing {
+	h := make(map[string]any, len(d.Headers)+extra)
 	for k, v := range d.Headers {
 		if !IsBrokerOwned(k) {
 			h[k] = v
 		}
 	}
+	props := d.Properties
+	props.Expiration = "" // never a per-message TTL
+	props.UserID = ""
+	props.DeliveryMode = 2
+	return transport.Publishing{Exchange: exchange, RoutingKey: key, Mandatory: true, Headers: h, Properties: props, Body: d.Body}
+}
+
+// Copy builds the copy of d that goes to queue by name (a retry, a rung, a
+// dead letter, a park, a replay): d forwarded (Forward) to the default
+// exchange, with env's id, creation time and first destination, this
+// attempt, and reason as x-acemq-error (none when reason is empty, so that
+// a replayed message does not keep a stale one).
+func Copy(d transport.Delivery, env Envelope, queue string, attempt int, reason string) transport.Publishing {
+	p := Forward(d, "", queue, 6)
+	h := p.Headers
 	h[ID] = env.ID
 	h[Attempt] = int64(attempt)
 	h[Created] = env.CreatedAt.UnixMilli()
@@ -69,14 +84,10 @@ func Copy(d transport.Delivery, env Envelope, queue string, attempt int, reason 
 	} else {
 		delete(h, Error)
 	}
-	props := d.Properties
-	props.Expiration = "" // never a per-message TTL
-	props.UserID = ""     // another user's id would be refused (406)
-	props.DeliveryMode = 2
-	if props.MessageID == "" {
-		props.MessageID = messageID(env.ID)
+	if p.MessageID == "" {
+		p.MessageID = messageID(env.ID)
 	}
-	return transport.Publishing{RoutingKey: queue, Mandatory: true, Headers: h, Properties: props, Body: d.Body}
+	return p
 }
 
 // maxShortString is what an AMQP short string (message-id among them)
