@@ -21,9 +21,13 @@ type verdict struct {
 	// ...): the outcome of acemq.messages.dead.lettered.total once the copy
 	// is safe. Empty for a retry.
 	cause string
-	// where is where a retry waits ("process", "broker"): the attribute of
-	// acemq.retry.scheduled. Empty for a give-up.
+	// where is where a retry or snooze waits ("process", "broker" for a
+	// rung, "delays"): the attribute of acemq.retry.scheduled. Empty for a
+	// give-up.
 	where string
+	// snooze says the copy is a snooze, which spends no attempt: counted
+	// by acemq.messages.snoozed, not as a retry.
+	snooze bool
 	// stamp says the copy only puts the id made up for an id-less message
 	// on it (ErrNeedsID): same queue, same attempt, no wait.
 	stamp bool
@@ -60,8 +64,15 @@ type hop struct {
 	// copy goes straight to the work queue. Any other copy that reaches no
 	// queue is refused.
 	rung bool
-	// delay is the rung's wait, for that fall-back.
+	// delayed is set for a copy that waits on the delay queues (package
+	// delay) to arrive in to: it is published to the level of its delay,
+	// and if that is missing the wait is held in the process instead, as
+	// for a missing rung.
+	delayed bool
+	// delay is the rung's or the delay queues' wait, for that fall-back.
 	delay time.Duration
+	// snoozes, when above zero, is the copy's x-acemq-snoozes.
+	snoozes int
 	// trim publishes the copy with only the wire contract's headers and
 	// the properties AMQP can carry (wire.Trim): a copy that could not be
 	// written whole is parked so.
@@ -76,6 +87,7 @@ type queueRun struct {
 	concurrency int
 	prefetch    int
 	declare     bool // declare its topology and publish to rungs
+	delays      bool // the delay queues are there, and can deliver to this queue
 	args        map[string]any
 	deadLetter  string // name.dlq
 	parked      string // name.parked
@@ -92,7 +104,9 @@ func decide(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 	case ack.OutcomeRequeue:
 		return verdict{settle: settleGiveBack}
 	case ack.OutcomeRetry:
-		return decideRetry(q, env, a.Err(), now)
+		return decideRetry(q, env, a, now)
+	case ack.OutcomeSnooze:
+		return decideSnooze(q, env, a, now)
 	case ack.OutcomePark:
 		return giveUp(q.parked, env, a.Reason(), a.Cause())
 	case ack.OutcomeDeadLetter:
@@ -101,11 +115,13 @@ func decide(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 	return giveUp(q.deadLetter, env, reasonNoAnswer, causeNoAnswer)
 }
 
-// decideRetry asks the policy for the next wait. A fatal error, no policy,
-// too great an age or no attempts left dead-letter the message instead.
-func decideRetry(q *queueRun, env Envelope, err error, now time.Time) verdict {
-	p := q.policy
-	age := max(now.Sub(env.CreatedAt), 0) // a producer's clock may be ahead of ours
+// decideRetry asks the policy for the next wait, or takes the handler's
+// own (ack.RetryAfter). A fatal error, no policy, too great an age, a wait
+// that would end past the maximum age, or no attempts left dead-letter the
+// message instead.
+func decideRetry(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
+	p, err := q.policy, a.Err()
+	age := ageOf(env, now)
 	switch {
 	case errors.Is(err, ErrNeedsID):
 		return verdict{settle: settleCopy, stamp: true, copy: hop{to: q.name, attempt: env.Attempt}}
@@ -122,12 +138,66 @@ func decideRetry(q *queueRun, env Envelope, err error, now time.Time) verdict {
 	if !ok {
 		return giveUp(q.deadLetter, env, fmt.Sprintf("exhausted %d attempts: %s", env.Attempt, orNone(err)), "exhausted")
 	}
-	if w.InBroker && q.declare {
-		return verdict{settle: settleCopy, where: "broker",
-			copy: hop{to: retry.RungName(q.name, w.Delay), attempt: env.Attempt + 1, rung: true, delay: w.Delay}}
+	if d, chosen := a.After(); chosen {
+		if v, past := pastMaxAge(q, env, p, age, d, "retry", err); past {
+			return v
+		}
+		w = p.WaitFor(d)
 	}
-	return verdict{settle: settleCopy, where: "process", copy: hop{to: q.name, attempt: env.Attempt + 1, wait: w.Delay}}
+	return q.wait(w, hop{to: q.name, attempt: env.Attempt + 1})
 }
+
+// decideSnooze puts the message off without spending an attempt, bounded
+// by the policy's limit on snoozes and its maximum age.
+func decideSnooze(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
+	p := q.policy
+	if p.IsZero() {
+		p = retry.None() // no policy: the default limit and threshold, no age
+	}
+	d, _ := a.After()
+	if n := p.MaxSnoozes(); env.Snoozes >= n {
+		return giveUp(q.deadLetter, env, fmt.Sprintf("snoozed %d times, the retry policy's limit, and asked to be snoozed for %s again", env.Snoozes, d), "snooze_limit")
+	}
+	if v, past := pastMaxAge(q, env, p, ageOf(env, now), d, "snooze", nil); past {
+		return v
+	}
+	v := q.wait(p.WaitFor(d), hop{to: q.name, attempt: env.Attempt, snoozes: env.Snoozes + 1})
+	v.snooze = true
+	return v
+}
+
+// pastMaxAge gives up now on a message whose chosen wait d would bring it
+// back older than the policy's maximum age, where it would only be given
+// up on: the reason says so, without the trip.
+func pastMaxAge(q *queueRun, env Envelope, p retry.Policy, age, d time.Duration, what string, err error) (verdict, bool) {
+	if !p.TooOld(age + d) {
+		return verdict{}, false
+	}
+	why := fmt.Errorf("a %s after %s would come back %s old", what, d, (age + d).Round(time.Millisecond))
+	if err != nil {
+		why = fmt.Errorf("%w: %w", why, err)
+	}
+	a := ack.TooOld(p.MaxAge(), why)
+	return giveUp(q.deadLetter, env, a.Reason(), a.Cause()), true
+}
+
+// wait places a retry or snooze copy h where w says: on a rung or on the
+// delay queues when the server may use them, else held in the process.
+func (q *queueRun) wait(w retry.Wait, h hop) verdict {
+	switch {
+	case w.Where == retry.OnRung && q.declare:
+		h.to, h.rung, h.delay = retry.RungName(q.name, w.Delay), true, w.Delay
+		return verdict{settle: settleCopy, where: "broker", copy: h}
+	case w.Where == retry.OnDelayQueues && q.delays:
+		h.delayed, h.delay = true, w.Delay
+		return verdict{settle: settleCopy, where: "delays", copy: h}
+	}
+	h.wait = w.Delay
+	return verdict{settle: settleCopy, where: "process", copy: h}
+}
+
+// ageOf is the message's age; a producer's clock may be ahead of ours.
+func ageOf(env Envelope, now time.Time) time.Duration { return max(now.Sub(env.CreatedAt), 0) }
 
 // giveUp sets the message aside in queue with its reason; the attempt it
 // failed on stays.
@@ -157,11 +227,11 @@ func limitOf(err error) string {
 	return fmt.Sprint(err)
 }
 
-// inProcessInstead is the verdict for a rung copy that reached no queue:
-// the rung's wait, held in the process, then a copy to the work queue.
+// inProcessInstead is the verdict for a rung or delayed copy that reached
+// no queue: its wait, held in the process, then a copy to the work queue.
 func (v verdict) inProcessInstead(queue string) verdict {
 	v.where = "process"
-	v.copy = hop{to: queue, attempt: v.copy.attempt, wait: v.copy.delay}
+	v.copy = hop{to: queue, attempt: v.copy.attempt, snoozes: v.copy.snoozes, wait: v.copy.delay}
 	return v
 }
 

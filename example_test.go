@@ -69,7 +69,8 @@ func ExampleServer() {
 
 	pub := &acemq.Publisher{Transport: conn, Mandatory: true}
 	pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "shipping.orders", Body: []byte(`{"id":1}`)})
-	for _, wait := range policy.Schedule() {
+	for _, step := range policy.Schedule() {
+		wait := step.Delay
 		fmt.Println("attempt", <-attempts, "then wait", wait, "on", retry.RungName("shipping.orders", wait))
 		waitFor(func() bool { return broker.Depth(retry.RungName("shipping.orders", wait)) == 1 })
 		broker.Clock().Advance(wait)

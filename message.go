@@ -29,6 +29,9 @@ type Envelope struct {
 	Redelivered bool
 	// DeliveryCount is a quorum queue's x-delivery-count (0 elsewhere).
 	DeliveryCount int
+	// Snoozes is x-acemq-snoozes: how many times a handler put the message
+	// off with ack.Snooze, which spends no attempt (0 if never).
+	Snoozes int
 	// Queue is the queue the message was consumed from.
 	Queue string
 	// Exchange and RoutingKey are where the message was first published,

@@ -20,6 +20,8 @@ const (
 	MetricConfirmLatency = "acemq.publish.confirm.duration"
 	MetricHeld           = "acemq.messages.held"
 	MetricIDStamped      = "acemq.messages.id.stamped"
+	MetricSnoozed        = "acemq.messages.snoozed"
+	MetricDelayRedeliver = "acemq.delay.redelivered"
 )
 
 // meterName is the instrumentation scope of every instrument here.
@@ -36,6 +38,8 @@ type instruments struct {
 	confirm        metric.Float64Histogram
 	held           metric.Int64UpDownCounter
 	stamped        metric.Int64Counter
+	snoozed        metric.Int64Counter
+	redelivered    metric.Int64Counter
 }
 
 func newInstruments(mp metric.MeterProvider) *instruments {
@@ -51,11 +55,11 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	in.setAsideFailed, _ = m.Int64Counter(MetricSetAsideFailed,
 		metric.WithDescription("Dead letters, parks and retries whose copy the broker refused (attribute why: missing, nacked, refused); the original is held and the copy tried again, or rejected to the queue's own dead-letter route."))
 	in.rungMissing, _ = m.Int64Counter(MetricRungMissing,
-		metric.WithDescription("Broker waits that fell back to an in-process wait because the rung queue is missing."))
+		metric.WithDescription("Broker waits that fell back to an in-process wait because the rung queue or the delay queues' level (attribute rung) is missing."))
 	in.handled, _ = m.Int64Counter(MetricHandled,
 		metric.WithDescription("Messages handled, by queue and outcome."))
 	in.retries, _ = m.Int64Counter(MetricRetries,
-		metric.WithDescription("Retries scheduled, by where the wait happens (process, broker)."))
+		metric.WithDescription("Retries scheduled, by where the wait happens (process, broker for a rung, delays for the delay queues)."))
 	in.duration, _ = m.Float64Histogram(MetricDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time a handler (with its middleware) took, by queue and outcome."))
 	in.inFlight, _ = m.Int64UpDownCounter(MetricInFlight,
@@ -64,6 +68,10 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Time from publish to the broker's confirm, for the library's own hops."))
 	in.stamped, _ = m.Int64Counter(MetricIDStamped,
 		metric.WithDescription("Messages with no id of their own, published again with one (ErrNeedsID) before a handler ran."))
+	in.snoozed, _ = m.Int64Counter(MetricSnoozed,
+		metric.WithDescription("Messages put off by their handler (ack.Snooze) without spending an attempt, by where the wait happens."))
+	in.redelivered, _ = m.Int64Counter(MetricDelayRedeliver,
+		metric.WithDescription("Due delayed messages whose destination was missing when they were due, sent again from acemq.delay.v1.undeliverable (attribute result: arrived, waiting)."))
 	in.held, _ = m.Int64UpDownCounter(MetricHeld,
 		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in
@@ -73,32 +81,37 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 // hot path does not allocate them per message: each is a slice already, so
 // passing it on (opts...) allocates no variadic slice either.
 type queueMetrics struct {
-	handled  [6][]metric.AddOption    // by ack.Outcome
-	duration [6][]metric.RecordOption // by ack.Outcome
+	handled  [ack.OutcomeSnooze + 1][]metric.AddOption    // by ack.Outcome
+	duration [ack.OutcomeSnooze + 1][]metric.RecordOption // by ack.Outcome
 	queueAdd []metric.AddOption
 	queueRec []metric.RecordOption
 	queue    attribute.KeyValue
 	process  []metric.AddOption // retries waiting in the process
 	broker   []metric.AddOption // retries waiting on a rung
+	delays   []metric.AddOption // retries waiting on the delay queues
 }
 
 func newQueueMetrics(queue string) *queueMetrics {
 	qm := &queueMetrics{queue: attribute.String("queue", queue)}
 	queueSet := metric.WithAttributeSet(attribute.NewSet(qm.queue))
 	qm.queueAdd, qm.queueRec = []metric.AddOption{queueSet}, []metric.RecordOption{queueSet}
-	for o := ack.OutcomeNone; o <= ack.OutcomeRequeue; o++ {
+	for o := ack.OutcomeNone; o <= ack.OutcomeSnooze; o++ {
 		set := metric.WithAttributeSet(attribute.NewSet(qm.queue, attribute.String("outcome", o.String())))
 		qm.handled[o], qm.duration[o] = []metric.AddOption{set}, []metric.RecordOption{set}
 	}
 	qm.process = []metric.AddOption{qm.with(attribute.String("where", "process"))}
 	qm.broker = []metric.AddOption{qm.with(attribute.String("where", "broker"))}
+	qm.delays = []metric.AddOption{qm.with(attribute.String("where", "delays"))}
 	return qm
 }
 
 // retries is the attribute options of acemq.retry.scheduled for where.
 func (qm *queueMetrics) retries(where string) []metric.AddOption {
-	if where == "broker" {
+	switch where {
+	case "broker":
 		return qm.broker
+	case "delays":
+		return qm.delays
 	}
 	return qm.process
 }

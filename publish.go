@@ -134,8 +134,7 @@ func (p *Publisher) delayed(ctx context.Context, o Outgoing, now time.Time, pub 
 	if !o.At.IsZero() {
 		d = o.At.Sub(now)
 	}
-	r, err := delay.RouteTo(o.RoutingKey, d)
-	if err != nil {
+	if _, err := delay.RouteTo(o.RoutingKey, d); err != nil {
 		return err
 	}
 	if _, err := p.Transport.Inspect(ctx, o.RoutingKey); err != nil {
@@ -144,9 +143,8 @@ func (p *Publisher) delayed(ctx context.Context, o Outgoing, now time.Time, pub 
 		}
 		return fmt.Errorf("acemq: delayed publish: check queue %q: %w", o.RoutingKey, err)
 	}
-	pub.Exchange, pub.RoutingKey = r.Exchange, r.Key
-	pub.Headers[delay.DueHeader] = now.Add(r.Wait).UnixMilli()
-	return nil
+	_, err := delay.Aim(pub, o.RoutingKey, d, now)
+	return err
 }
 
 // clockOf picks the clock: the one given, else the transport's own, else

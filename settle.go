@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
@@ -25,8 +26,8 @@ func (c *consumer) settle(d transport.Delivery, m *Message, v verdict) {
 	case v.settle == settleGiveBack:
 		c.giveBack(d)
 	default:
-		if v.where == "process" { // a rung's retry counts once a rung took it
-			c.count(v.where)
+		if v.where == "process" { // a broker wait counts once the broker took it
+			c.count(v)
 		}
 		if v.copy.wait > 0 {
 			c.hold(d, m, v)
@@ -72,8 +73,8 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 			c.e.inst.deadLettered.Add(context.Background(), 1, c.q.metrics.with(attribute.String("outcome", v.cause)))
 			c.e.log.Warn("acemq: message given up on", zap.String("queue", c.q.name), zap.String("id", m.ID()),
 				zap.Int("attempt", m.Attempt()), zap.String("outcome", v.cause), zap.String("to", v.copy.to), zap.String("reason", v.copy.reason))
-		case v.where == "broker":
-			c.count(v.where)
+		case v.where == "broker" || v.where == "delays":
+			c.count(v)
 		case v.stamp:
 			c.e.inst.stamped.Add(context.Background(), 1, c.q.metrics.queueAdd...)
 			c.e.log.Info("acemq: a message with no id of its own was published again with one, so that its deliveries share it",
@@ -86,6 +87,14 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 			"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
 			zap.String("queue", c.q.name), zap.String("rung", v.copy.to), zap.Duration("wait", v.copy.delay), zap.String("id", m.ID()))
 		c.redeclare(v.copy.to)
+		c.settle(d, m, v.inProcessInstead(c.q.name))
+	case r == copyUnroutable && v.copy.delayed:
+		level := delayLevel(c.q.name, v.copy.delay)
+		c.e.inst.rungMissing.Add(context.Background(), 1, c.q.metrics.with(attribute.String("rung", level)))
+		c.e.log.Error("acemq: the delay queues are missing, so this wait is held in the process instead, where a restart cuts it short. "+
+			"Declare them: acemq topology --delays, or run the server with declare on",
+			zap.String("queue", c.q.name), zap.String("level", level), zap.Duration("wait", v.copy.delay), zap.String("id", m.ID()))
+		c.redeclare(level)
 		c.settle(d, m, v.inProcessInstead(c.q.name))
 	case r == copyUnknown || r == copyBlocked:
 		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", c.hopFields(m, v)...)
@@ -194,8 +203,16 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (publish
 	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
 	defer cancel()
 	p := wire.Copy(d, wire.Envelope(m.env), h.to, h.attempt, h.reason)
+	if h.snoozes > 0 {
+		p.Headers[wire.Snoozes] = int64(h.snoozes)
+	}
 	if h.trim {
 		p = wire.Trim(p)
+	}
+	if h.delayed {
+		if _, err := delay.Aim(&p, h.to, h.delay, c.e.clock.Now()); err != nil {
+			return copyUnknown, err // the queue run checked the name and the delay's bound
+		}
 	}
 	began := time.Now()
 	conf, err := c.e.t.Publish(ctx, p)
@@ -211,15 +228,31 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (publish
 		return copyBlocked, err
 	case errors.Is(err, transport.ErrTooLarge):
 		return copyTooLarge, err
+	case h.delayed && errors.Is(err, transport.ErrNotFound): // the level's exchange
+		return copyUnroutable, err
 	default:
 		c.e.log.Warn("acemq: republish", zap.String("queue", c.q.name), zap.String("to", h.to), zap.Error(err))
 		return copyUnknown, err
 	}
 }
 
-// count counts a retry scheduled, by where it waits.
-func (c *consumer) count(where string) {
-	c.e.inst.retries.Add(context.Background(), 1, c.q.metrics.retries(where)...)
+// count counts a retry scheduled, by where it waits, or a snooze.
+func (c *consumer) count(v verdict) {
+	if v.snooze {
+		c.e.inst.snoozed.Add(context.Background(), 1, c.q.metrics.retries(v.where)...)
+		return
+	}
+	c.e.inst.retries.Add(context.Background(), 1, c.q.metrics.retries(v.where)...)
+}
+
+// delayLevel names the level a delayed copy of queue's is first published
+// to, for the log and the metric when it is missing.
+func delayLevel(queue string, d time.Duration) string {
+	r, err := delay.RouteTo(queue, d)
+	if err != nil {
+		return delay.Prefix
+	}
+	return r.Exchange
 }
 
 func (c *consumer) ack(d transport.Delivery, m *Message) {

@@ -27,9 +27,13 @@ const (
 	OutcomePark
 	// OutcomeRequeue rejects the delivery with requeue: no delay, no limit.
 	OutcomeRequeue
+	// OutcomeSnooze puts the message off for a while without spending an
+	// attempt: a wait the handler chose, bounded by the policy's maximum
+	// age and its limit on snoozes.
+	OutcomeSnooze
 )
 
-var outcomeNames = [...]string{"none", "accept", "retry", "dead-letter", "park", "requeue"}
+var outcomeNames = [...]string{"none", "accept", "retry", "dead-letter", "park", "requeue", "snooze"}
 
 // String returns the outcome's plain name, the one metrics and logs use.
 func (o Outcome) String() string {
@@ -47,6 +51,8 @@ type Ack struct {
 	err     error
 	reason  string
 	cause   string
+	after   time.Duration // the handler's own wait, for RetryAfter and Snooze
+	chosen  bool          // after was chosen by the handler, not the policy
 }
 
 // Accept says the message was handled.
@@ -60,6 +66,31 @@ func Retry(err error) Ack {
 		err = errRetryWithoutError
 	}
 	return Ack{outcome: OutcomeRetry, err: err}
+}
+
+// RetryAfter asks for another attempt after d, a wait the handler chose (a
+// 429's Retry-After, a partner's maintenance window) instead of the
+// policy's. It spends an attempt like [Retry] and stays bounded by the
+// policy's maximum attempts and age: a wait that would bring the message
+// back past its maximum age gives up on it now. A wait at or over the
+// policy's broker-wait threshold is spent on the delay queues (package
+// delay), where it holds no consumer; a shorter one in the process. A
+// negative d is zero: the next attempt at once.
+func RetryAfter(d time.Duration, err error) Ack {
+	a := Retry(err)
+	a.after, a.chosen = max(d, 0), true
+	return a
+}
+
+// Snooze puts the message off for d without spending an attempt, like
+// river's JobSnooze: for a message that is not failing but not yet ready
+// (an order waiting on a payment). The policy's maximum age bounds it, and
+// so does its limit on snoozes (retry.Policy.SnoozeAtMost), so that a
+// handler that always snoozes cannot keep a message forever: past either,
+// the message is dead-lettered with a reason that says which. Waits are
+// spent where [RetryAfter]'s are. A negative d is zero.
+func Snooze(d time.Duration) Ack {
+	return Ack{outcome: OutcomeSnooze, after: max(d, 0), chosen: true}
 }
 
 // DeadLetter gives up on the message now, skipping the ladder: for a failure
@@ -96,6 +127,10 @@ func TooOld(maxAge time.Duration, err error) Ack {
 // Outcome returns what the server will do.
 func (a Ack) Outcome() Outcome { return a.outcome }
 
+// After returns the wait the handler chose with [RetryAfter] or [Snooze],
+// and whether it chose one; a [Retry] leaves the wait to the policy.
+func (a Ack) After() (time.Duration, bool) { return a.after, a.chosen }
+
 // Err returns the error the handler gave, or nil for [Accept] and [Requeue].
 func (a Ack) Err() error { return a.err }
 
@@ -114,6 +149,10 @@ func (a Ack) String() string {
 	switch {
 	case a.reason != "":
 		return a.outcome.String() + ": " + a.reason
+	case a.chosen && a.err != nil:
+		return fmt.Sprintf("%s after %s: %s", a.outcome, a.after, a.err)
+	case a.chosen:
+		return fmt.Sprintf("%s for %s", a.outcome, a.after)
 	case a.err != nil:
 		return a.outcome.String() + ": " + a.err.Error()
 	}

@@ -101,6 +101,27 @@ func RouteTo(queue string, d time.Duration) (Route, error) {
 	return r, nil
 }
 
+// Aim points p, a publish to queue by the default exchange, at the delay
+// queues: to the route for d, with the due time in DueHeader. It is how
+// the Publisher schedules a message and how a server sends a retry or a
+// snooze that waits on the delay queues.
+func Aim(p *transport.Publishing, queue string, d time.Duration, now time.Time) (Route, error) {
+	r, err := RouteTo(queue, d)
+	if err != nil {
+		return r, err
+	}
+	p.Exchange, p.RoutingKey = r.Exchange, r.Key
+	if p.Headers == nil {
+		p.Headers = map[string]any{}
+	}
+	p.Headers[DueHeader] = now.Add(r.Wait).UnixMilli()
+	return r, nil
+}
+
+// CanDeliver reports why queue cannot be a delayed message's destination,
+// or nil if it can.
+func CanDeliver(queue string) error { return checkQueue(queue) }
+
 func checkQueue(queue string) error {
 	switch {
 	case queue == "":

@@ -26,7 +26,7 @@ func Logging(log *zap.Logger) acemq.Middleware {
 			a := next.ServeMessage(ctx, m)
 			level := zapcore.DebugLevel
 			switch a.Outcome() {
-			case ack.OutcomeRetry, ack.OutcomeRequeue:
+			case ack.OutcomeRetry, ack.OutcomeRequeue, ack.OutcomeSnooze:
 				level = zapcore.InfoLevel
 			case ack.OutcomeDeadLetter, ack.OutcomePark:
 				level = zapcore.WarnLevel

@@ -4,12 +4,18 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 )
 
 // DefaultBrokerWaitThreshold is the wait from which a retry waits on a rung
 // queue in the broker rather than in the consumer.
 const DefaultBrokerWaitThreshold = 30 * time.Second
+
+// DefaultMaxSnoozes is how many times a message may be snoozed
+// (ack.Snooze) before it is dead-lettered, unless the policy says
+// otherwise ([Policy.SnoozeAtMost]).
+const DefaultMaxSnoozes = 50
 
 // DefaultJitter is the two-sided jitter [Exponential] carries: a delay moves
 // up to 20% either way.
@@ -26,6 +32,8 @@ type Policy struct {
 	jitter      float64
 	threshold   time.Duration
 	maxAge      time.Duration
+	delays      bool // broker waits on the delay queues, not on rungs
+	maxSnoozes  int  // 0: DefaultMaxSnoozes; <0: none allowed
 }
 
 // None is one delivery and no retry. A retry asked for under it dead-letters
@@ -64,7 +72,7 @@ func (p Policy) GiveUpAfter(age time.Duration) Policy {
 	return p
 }
 
-// WithJitter returns a copy whose in-process waits move by up to fraction of
+// WithJitter returns a copy whose waits (all but a rung's) move by up to fraction of
 // themselves either way (0.2 is ±20%). It is clamped to [0, 1].
 func (p Policy) WithJitter(fraction float64) Policy {
 	p.jitter = math.Min(math.Max(fraction, 0), 1)
@@ -78,6 +86,42 @@ func (p Policy) WithJitter(fraction float64) Policy {
 func (p Policy) WaitInBrokerFrom(d time.Duration) Policy {
 	p.threshold = max0(d)
 	return p
+}
+
+// OnDelayQueues returns a copy whose broker waits (those at or over the
+// threshold) are spent on the delay queues of package delay instead of on
+// the family's per-delay rung queues. The delay queues are quorum queues
+// with at-least-once dead-lettering, so a wait survives the loss of a
+// node, which a classic rung's does not; they carry any wait, so jitter
+// applies above the threshold too; and they are shared by every queue of
+// the vhost, so a policy change declares nothing new. Rungs stay the
+// default because every family member declares and reads them.
+func (p Policy) OnDelayQueues() Policy {
+	p.delays = true
+	return p
+}
+
+// SnoozeAtMost returns a copy that dead-letters a message snoozed n times
+// already when it asks to be snoozed again. n of zero or less allows no
+// snooze at all.
+func (p Policy) SnoozeAtMost(n int) Policy {
+	p.maxSnoozes = n
+	if n <= 0 {
+		p.maxSnoozes = -1
+	}
+	return p
+}
+
+// MaxSnoozes returns how many snoozes a message may have:
+// [DefaultMaxSnoozes] unless [Policy.SnoozeAtMost] said otherwise.
+func (p Policy) MaxSnoozes() int {
+	switch {
+	case p.maxSnoozes == 0:
+		return DefaultMaxSnoozes
+	case p.maxSnoozes < 0:
+		return 0
+	}
+	return p.maxSnoozes
 }
 
 // IsZero reports whether p is the zero Policy, meaning "not set".
@@ -99,36 +143,103 @@ func (p Policy) Jitter() float64 { return p.jitter }
 // TooOld reports whether a message of this age is past the policy's maximum.
 func (p Policy) TooOld(age time.Duration) bool { return p.maxAge > 0 && age >= p.maxAge }
 
-// Schedule returns the wait before each retry, without jitter: one entry
-// fewer than MaxAttempts, because the first delivery is not waited for.
-func (p Policy) Schedule() []time.Duration {
+// Where is where a wait is spent.
+type Where uint8
+
+const (
+	// InProcess: the consumer holds the message (unacknowledged) for the
+	// wait; a restart cuts it short and the message comes back at once.
+	InProcess Where = iota
+	// OnRung: on the rung queue for the wait ([RungName]), a classic
+	// queue with a TTL that dead-letters it home.
+	OnRung
+	// OnDelayQueues: on the delay queues of package delay, walked by the
+	// broker's at-least-once dead-lettering.
+	OnDelayQueues
+)
+
+var whereNames = [...]string{"process", "rung", "delay queues"}
+
+// String names the place plainly: "process", "rung", "delay queues".
+func (w Where) String() string {
+	if int(w) < len(whereNames) {
+		return whereNames[w]
+	}
+	return "where(" + strconv.Itoa(int(w)) + ")"
+}
+
+// Step is one retry's wait, before jitter, and where it is spent.
+type Step struct {
+	Delay time.Duration
+	Where Where
+}
+
+// String reads "40s on a rung", "10s in the process".
+func (s Step) String() string {
+	switch s.Where {
+	case InProcess:
+		return FormatDelay(s.Delay) + " in the process"
+	case OnRung:
+		return FormatDelay(s.Delay) + " on a rung"
+	}
+	return FormatDelay(s.Delay) + " on the " + s.Where.String()
+}
+
+// Schedule returns the wait before each retry, without jitter, and where
+// each is spent: one entry fewer than MaxAttempts, because the first
+// delivery is not waited for.
+func (p Policy) Schedule() []Step {
 	n := p.MaxAttempts() - 1
-	out := make([]time.Duration, n)
+	out := make([]Step, n)
 	for i := range out {
-		out[i] = p.delay(i)
+		d := p.delay(i)
+		out[i] = Step{Delay: d, Where: p.where(d)}
 	}
 	return out
 }
 
 // BrokerRungs returns the distinct waits, in increasing order, that happen on
-// rung queues: each needs its own queue.
+// rung queues: each needs its own queue. None on the delay queues.
 func (p Policy) BrokerRungs() []time.Duration {
 	var rungs []time.Duration
-	for _, d := range p.Schedule() {
-		if p.inBroker(d) && !slices.Contains(rungs, d) {
-			rungs = append(rungs, d)
+	for _, s := range p.Schedule() {
+		if s.Where == OnRung && !slices.Contains(rungs, s.Delay) {
+			rungs = append(rungs, s.Delay)
 		}
 	}
 	slices.Sort(rungs)
 	return rungs
 }
 
+// UsesDelayQueues reports whether any wait of the schedule is spent on the
+// delay queues.
+func (p Policy) UsesDelayQueues() bool {
+	for _, s := range p.Schedule() {
+		if s.Where == OnDelayQueues {
+			return true
+		}
+	}
+	return false
+}
+
 // Wait is how long a message waits before its next attempt, and where.
 type Wait struct {
-	// Delay is the wait, jittered when it is spent in the consumer.
+	// Delay is the wait, jittered unless it is spent on a rung, whose TTL
+	// is fixed when it is declared.
 	Delay time.Duration
-	// InBroker says the wait is spent on the rung queue for Delay.
-	InBroker bool
+	// Where is where it is spent.
+	Where Where
+}
+
+// WaitFor is where a wait the handler chose (ack.RetryAfter, ack.Snooze)
+// is spent: below the threshold in the process; at or over it on the
+// delay queues, whatever the policy's own broker waits use, since a rung
+// carries only the one wait it was declared with.
+func (p Policy) WaitFor(d time.Duration) Wait {
+	if p.threshold > 0 && d >= p.threshold {
+		return Wait{Delay: d, Where: OnDelayQueues}
+	}
+	return Wait{Delay: d}
 }
 
 // NextWait answers for one message whose attempt (1-based) just failed at
@@ -140,13 +251,11 @@ func (p Policy) NextWait(attempt int, age time.Duration) (Wait, bool) {
 		return Wait{}, false
 	}
 	d := p.delay(attempt - 1)
-	if p.inBroker(d) {
-		return Wait{Delay: d, InBroker: true}, true
-	}
-	if p.jitter > 0 && d > 0 {
+	w := p.where(d)
+	if w != OnRung && p.jitter > 0 && d > 0 {
 		d = clampDuration(float64(d) * (1 + p.jitter*(2*rand.Float64()-1)))
 	}
-	return Wait{Delay: d}, true
+	return Wait{Delay: d, Where: w}, true
 }
 
 // delay is the unjittered wait before retry i (0-based).
@@ -171,7 +280,16 @@ func clampDuration(d float64) time.Duration {
 	return time.Duration(max(d, 0))
 }
 
-func (p Policy) inBroker(d time.Duration) bool { return p.threshold > 0 && d >= p.threshold }
+// where is where the policy spends its own wait of d.
+func (p Policy) where(d time.Duration) Where {
+	switch {
+	case p.threshold <= 0 || d < p.threshold:
+		return InProcess
+	case p.delays:
+		return OnDelayQueues
+	}
+	return OnRung
+}
 
 func max1(n int) int {
 	if n < 1 {

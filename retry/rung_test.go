@@ -49,13 +49,19 @@ func TestRungName(t *testing.T) {
 
 func ExamplePolicy_Schedule() {
 	p := retry.Exponential(6, 10*time.Second, 0)
-	fmt.Println(p.Schedule())
+	for _, step := range p.Schedule() {
+		fmt.Println(step)
+	}
 	fmt.Println(p.BrokerRungs())
 	for _, d := range p.BrokerRungs() {
 		fmt.Println(retry.RungName("shipping.orders", d))
 	}
 	// Output:
-	// [10s 20s 40s 1m20s 2m40s]
+	// 10s in the process
+	// 20s in the process
+	// 40s on a rung
+	// 1m20s on a rung
+	// 2m40s on a rung
 	// [40s 1m20s 2m40s]
 	// shipping.orders.retry.40s
 	// shipping.orders.retry.1m20s
@@ -66,10 +72,10 @@ func ExamplePolicy_NextWait() {
 	p := retry.Fixed(3, time.Minute)
 	for attempt := 1; attempt <= 3; attempt++ {
 		w, ok := p.NextWait(attempt, 0)
-		fmt.Println(attempt, w.Delay, w.InBroker, ok)
+		fmt.Println(attempt, w.Delay, w.Where, ok)
 	}
 	// Output:
-	// 1 1m0s true true
-	// 2 1m0s true true
-	// 3 0s false false
+	// 1 1m0s rung true
+	// 2 1m0s rung true
+	// 3 0s process false
 }

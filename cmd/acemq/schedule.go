@@ -63,10 +63,14 @@ Example:
 	if pol.MaxAge() > 0 {
 		out.GiveUpAfter = retry.FormatDelay(pol.MaxAge())
 	}
-	for i, d := range pol.Schedule() {
+	for i, step := range pol.Schedule() {
+		d := step.Delay
 		w := scheduleWait{Attempt: i + 2, Delay: retry.FormatDelay(d), Seconds: d.Seconds(), Where: "process", Jitter: pol.Jitter()}
-		if next, _ := pol.NextWait(i+1, 0); next.InBroker {
+		switch step.Where {
+		case retry.OnRung:
 			w.Where, w.Rung, w.Jitter = "broker", retry.RungName(*queue, d), 0
+		case retry.OnDelayQueues:
+			w.Where = "delays"
 		}
 		out.Waits = append(out.Waits, w)
 	}
@@ -86,8 +90,8 @@ Example:
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ATTEMPT\tWAIT\tSECONDS\tWHERE")
 	var waits, rungs []string
-	for i, d := range pol.Schedule() {
-		w := out.Waits[i]
+	for i, step := range pol.Schedule() {
+		d, w := step.Delay, out.Waits[i]
 		where := "in process"
 		if w.Rung != "" {
 			where = "rung " + w.Rung

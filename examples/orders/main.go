@@ -63,8 +63,8 @@ func run(out io.Writer, url string) error {
 	defer closeTransport()
 
 	fmt.Fprintln(out, "ladder:")
-	for i, d := range policy.Schedule() {
-		fmt.Fprintf(out, "  after attempt %d wait %-6s %s\n", i+1, d, where(d))
+	for i, step := range policy.Schedule() {
+		fmt.Fprintf(out, "  after attempt %d wait %-6s %s\n", i+1, step.Delay, where(step.Delay))
 	}
 
 	var mu sync.Mutex
@@ -170,7 +170,7 @@ func describe(a ack.Ack, attempt int) string {
 	if attempt >= policy.MaxAttempts() {
 		return a.Err().Error() + " → no attempts left, dead letter"
 	}
-	return fmt.Sprintf("%s → retry after %s", a.Err(), where(policy.Schedule()[attempt-1]))
+	return fmt.Sprintf("%s → retry after %s", a.Err(), where(policy.Schedule()[attempt-1].Delay))
 }
 
 func where(d time.Duration) string {

@@ -97,7 +97,8 @@ func TestTheLadderInMilliseconds(t *testing.T) {
 	h := startService(t, mail)
 	h.publish(`{"user":"ada","text":"standup at ten"}`)
 	clock := h.broker.Clock()
-	for i, wait := range Policy.Schedule() {
+	for i, step := range Policy.Schedule() {
+		wait := step.Delay
 		h.eventually("attempt", func() bool { return mail.callCount() == i+1 })
 		if rung := retry.RungName(Queue, wait); wait >= Policy.Threshold() {
 			h.eventually("the copy on "+rung, func() bool { return h.broker.Depth(rung) == 1 })

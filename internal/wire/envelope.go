@@ -17,6 +17,7 @@ type Envelope struct {
 	CreatedAt     time.Time
 	Redelivered   bool
 	DeliveryCount int
+	Snoozes       int
 	Queue         string
 	Exchange      string
 	RoutingKey    string
@@ -59,6 +60,9 @@ func Read(d transport.Delivery) Envelope {
 	}
 	if n, ok := Int(h[deliveryCount]); ok && n > 0 && n < 1<<31 {
 		env.DeliveryCount = int(n)
+	}
+	if n, ok := Int(h[Snoozes]); ok && n > 0 && n < 1<<31 {
+		env.Snoozes = int(n)
 	}
 	if s, ok := String(h[Exchange]); ok {
 		env.Exchange = s

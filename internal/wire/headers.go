@@ -28,6 +28,9 @@ const (
 	// after a rung expiry the broker shows acemq.retry instead.
 	Exchange   = "x-acemq-exchange"
 	RoutingKey = "x-acemq-routing-key"
+	// Snoozes counts the times a handler put the message off without
+	// spending an attempt (int64); absent until the first snooze.
+	Snoozes = "x-acemq-snoozes"
 )
 
 // deliveryCount is a quorum queue's count of deliveries, the one header of

@@ -187,7 +187,7 @@ func FuzzRungName(f *testing.F) {
 			if ok != (attempt < p.MaxAttempts()) {
 				t.Errorf("NextWait(%d) ok=%v with %d attempts", attempt, ok, p.MaxAttempts())
 			}
-			if ok && (w.Delay < 0 || (w.InBroker && !slices.Contains(rungs, w.Delay))) {
+			if ok && (w.Delay < 0 || (w.Where == retry.OnRung && !slices.Contains(rungs, w.Delay))) {
 				t.Errorf("NextWait(%d) = %+v, rungs %v", attempt, w, rungs)
 			}
 		}
