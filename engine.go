@@ -98,15 +98,24 @@ func (e *engine) run(ctx context.Context) error {
 	return nil
 }
 
-// subscribe declares every queue's topology (where declare is on), then
-// consumes each queue: all declarations first, so that no message arrives
-// before every rung it may need exists.
+// subscribe declares every queue's topology (where declare is on) or
+// checks it is there (where it is off), then consumes each queue: all
+// declarations first, so that no message arrives before every rung and
+// delay queue it may need exists.
 func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
+	delays, err := e.delayQueues(ctx, queues)
+	if err != nil {
+		return err
+	}
 	for _, q := range queues {
+		q.delays = delays && e.delayable(q)
 		if !q.declare {
 			if rungs := q.policy.BrokerRungs(); len(rungs) > 0 {
 				e.log.Warn("acemq: declare is off, so no rung is used: every wait of this queue's policy is held in the process; set the policy's WaitInBrokerFrom(0) to say so",
 					zap.String("queue", q.name), zap.String("rung", retry.RungName(q.name, rungs[0])))
+			}
+			if err := e.preflight(ctx, q); err != nil {
+				return err
 			}
 			continue
 		}
@@ -121,14 +130,21 @@ func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
 		}
 		e.consumers = append(e.consumers, &consumer{e: e, q: q, sub: sub})
 	}
+	if delays {
+		e.spawn(e.redeliverDue)
+	}
 	return nil
 }
 
-// declare declares q's topology: at start-up, and again when a queue of it
-// was deleted under the server.
+// declare declares q's topology, and binds it to the delay queues where
+// it uses them: at start-up, and again when a queue of it was deleted
+// under the server.
 func (e *engine) declare(ctx context.Context, q *queueRun) error {
 	if err := e.t.Declare(ctx, Topology(q.name, q.policy, q.args)); err != nil {
 		return fmt.Errorf("acemq: declare topology of queue %s: %w", q.name, err)
+	}
+	if q.delays {
+		return e.bindDelays(ctx, q)
 	}
 	return nil
 }

@@ -149,17 +149,54 @@ func Bind(queue string) (transport.Binding, error) {
 }
 
 // Topology is the delay infrastructure of a vhost, declared once and
-// idempotently, before any [Bind].
-func Topology() transport.Topology {
+// idempotently, before any [Bind]: quorum queues whose dead-lettering is
+// at least once, so a waiting message survives the loss of a node. It
+// needs RabbitMQ 3.10 or later with the stream_queue feature flag on (on
+// by default since 3.9, always on from 4.0); see [SupportsQuorum].
+func Topology() transport.Topology { return topology(true) }
+
+// ClassicTopology is the same layout on classic queues, for a broker
+// older than RabbitMQ 3.10: the names, TTLs, bindings and routing are
+// Topology's, but RabbitMQ dead-letters out of a classic queue at most
+// once, so a message waiting on a level when its node is lost, or whose
+// dead-lettering fails, is lost. Declare it only where Topology cannot be.
+func ClassicTopology() transport.Topology { return topology(false) }
+
+// SupportsQuorum reports whether a broker that announced product and
+// version (the AMQP server properties) can hold [Topology]: RabbitMQ 3.10
+// or later. A broker that said nothing is assumed to.
+func SupportsQuorum(product, version string) bool {
+	if product == "" && version == "" {
+		return true
+	}
+	if product != "RabbitMQ" {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 3 || major == 3 && minor >= 10
+}
+
+func topology(quorum bool) transport.Topology {
+	queueArgs := func(args map[string]any) map[string]any {
+		if quorum {
+			args["x-queue-type"] = "quorum"
+			if _, dl := args["x-dead-letter-exchange"]; dl {
+				args["x-dead-letter-strategy"] = "at-least-once"
+			}
+		}
+		return args
+	}
 	t := transport.Topology{
 		Exchanges: []transport.Exchange{
 			{Name: Undeliverable, Kind: "fanout", Durable: true},
 			{Name: Deliver, Kind: "topic", Durable: true, Args: map[string]any{"alternate-exchange": Undeliverable}},
 		},
-		Queues: []transport.Queue{{Name: Undeliverable, Durable: true, Args: map[string]any{
-			"x-queue-type": "quorum",
-			"x-overflow":   "reject-publish",
-		}}},
+		Queues: []transport.Queue{{Name: Undeliverable, Durable: true, Args: queueArgs(map[string]any{
+			"x-overflow": "reject-publish",
+		})}},
 		Bindings: []transport.Binding{{Queue: Undeliverable, Exchange: Undeliverable}},
 	}
 	for k := range Levels {
@@ -169,13 +206,11 @@ func Topology() transport.Topology {
 		}
 		skip := strings.Repeat("*.", Levels-1-k)
 		t.Exchanges = append(t.Exchanges, transport.Exchange{Name: Level(k), Kind: "topic", Durable: true})
-		t.Queues = append(t.Queues, transport.Queue{Name: Level(k), Durable: true, Args: map[string]any{
-			"x-queue-type":           "quorum",
+		t.Queues = append(t.Queues, transport.Queue{Name: Level(k), Durable: true, Args: queueArgs(map[string]any{
 			"x-message-ttl":          LevelWait(k).Milliseconds(),
 			"x-dead-letter-exchange": next,
-			"x-dead-letter-strategy": "at-least-once",
 			"x-overflow":             "reject-publish",
-		}})
+		})})
 		t.Bindings = append(t.Bindings, transport.Binding{Queue: Level(k), Exchange: Level(k), Key: skip + "1.#"})
 		t.ExchangeBindings = append(t.ExchangeBindings,
 			transport.ExchangeBinding{Destination: next, Source: Level(k), Key: skip + "0.#"})

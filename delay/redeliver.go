@@ -8,41 +8,94 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// Redeliver sends every message waiting in the Undeliverable queue back
-// to the Deliver exchange, once each: those whose destination exists now
-// arrive, the others come back to wait again. It returns how many it
-// moved. A client does this, not the broker, because RabbitMQ drops a
-// message dead-lettered round a loop of queues with no rejection in it,
-// so a TTL loop would lose the second round.
+// Redelivery is what one [Redeliver] pass did.
+type Redelivery struct {
+	// Arrived is how many messages reached their destination.
+	Arrived int
+	// Waiting counts, by destination queue, the messages whose destination
+	// still does not exist: they wait in Undeliverable for the next pass.
+	// A routing key that names no destination (a foreign client's) counts
+	// under "".
+	Waiting map[string]int
+}
+
+// Redeliver sends every message waiting in the Undeliverable queue on to
+// its destination, once each: straight to the queue its routing key names,
+// by the default exchange, so that a queue that exists but was never bound
+// ([Bind]) gets its messages too. One whose destination still does not
+// exist goes back to wait in Undeliverable. A client does this, not the
+// broker, because RabbitMQ drops a message dead-lettered round a loop of
+// queues with no rejection in it, so a TTL loop would lose the second
+// round; a server runs it every few seconds.
 //
 // Each is forwarded as it is, without the broker's own headers and
 // properties (wire.Forward), and published (confirmed, mandatory) before
-// the original is acked:
-// at worst a crash between the two delivers a message twice, never zero
-// times.
-func Redeliver(ctx context.Context, t transport.Transport) (int, error) {
+// the original is acked: at worst a crash between the two delivers a
+// message twice, never zero times.
+func Redeliver(ctx context.Context, t transport.Transport) (Redelivery, error) {
+	r := Redelivery{Waiting: map[string]int{}}
 	info, err := t.Inspect(ctx, Undeliverable)
 	if err != nil {
-		return 0, fmt.Errorf("acemq: redeliver: %w", err)
+		return r, fmt.Errorf("acemq: redeliver: %w", err)
 	}
-	moved := 0
 	for range info.Messages {
 		d, ok, err := t.Get(ctx, Undeliverable)
 		if err != nil || !ok {
-			return moved, err
+			return r, err
 		}
-		c, err := t.Publish(ctx, wire.Forward(d, Deliver, d.RoutingKey, 0))
-		if err == nil && !c.Routed {
-			err = fmt.Errorf("acemq: redeliver: %q reached no queue (is %s declared?)", d.RoutingKey, Undeliverable)
-		}
+		to := Destination(d.RoutingKey)
+		arrived, err := forward(ctx, t, d, to)
 		if err != nil {
 			_ = d.Reject(true)
-			return moved, err
+			return r, err
 		}
 		if err := d.Ack(); err != nil {
-			return moved, err
+			return r, fmt.Errorf("acemq: redeliver: ack: %w", err)
 		}
-		moved++
+		if arrived {
+			r.Arrived++
+		} else {
+			r.Waiting[to]++
+		}
 	}
-	return moved, nil
+	return r, nil
 }
+
+// forward publishes d to queue to, or back to Undeliverable when no such
+// queue exists.
+func forward(ctx context.Context, t transport.Transport, d transport.Delivery, to string) (arrived bool, err error) {
+	if to != "" {
+		c, err := t.Publish(ctx, wire.Forward(d, "", to, 0))
+		if err != nil {
+			return false, fmt.Errorf("acemq: redeliver to %q: %w", to, err)
+		}
+		if c.Routed {
+			return true, nil
+		}
+	}
+	c, err := t.Publish(ctx, wire.Forward(d, Undeliverable, d.RoutingKey, 0))
+	if err == nil && !c.Routed {
+		err = fmt.Errorf("no queue took it (is %s bound to its exchange?)", Undeliverable)
+	}
+	if err != nil {
+		return false, fmt.Errorf("acemq: redeliver: back to %s: %w", Undeliverable, err)
+	}
+	return false, nil
+}
+
+// Destination is the queue a delayed message's routing key names: what
+// follows its 28 bit-words; "" for a key that is not one of the layout's.
+func Destination(key string) string {
+	rest := key
+	for range Levels {
+		if len(rest) < 2 || (rest[0] != '0' && rest[0] != '1') || rest[1] != '.' {
+			return ""
+		}
+		rest = rest[2:]
+	}
+	if checkQueue(rest) != nil {
+		return ""
+	}
+	return rest
+}
+

@@ -206,6 +206,15 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
+// Versioned is implemented by transports that know the broker's product
+// and version (RabbitMQ's server properties), so that a server declares
+// only what the broker supports: the delay queues are quorum queues with
+// at-least-once dead-lettering from RabbitMQ 3.10 on, classic queues
+// before.
+type Versioned interface {
+	BrokerVersion(ctx context.Context) (product, version string, err error)
+}
+
 // Clocked is implemented by transports that carry their own clock; a server
 // on such a transport tells time by it.
 type Clocked interface {

@@ -97,6 +97,23 @@ func (t *Transport) Declare(ctx context.Context, top transport.Topology) error {
 	return t.topo.declare(ctx, t.consume, top)
 }
 
+// BrokerVersion returns the product and version the broker announced when
+// the connection opened ("RabbitMQ", "3.10.8").
+func (t *Transport) BrokerVersion(ctx context.Context) (product, version string, err error) {
+	if t.isClosed() {
+		return "", "", transport.ErrClosed
+	}
+	conn, err := t.consume.Connection(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("acemq: broker version: %w", classify(err))
+	}
+	product, _ = conn.Properties["product"].(string)
+	version, _ = conn.Properties["version"].(string)
+	return product, version, nil
+}
+
+var _ transport.Versioned = (*Transport)(nil)
+
 // Inspect declares queue passively on a throwaway channel.
 func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueInfo, error) {
 	if t.isClosed() {

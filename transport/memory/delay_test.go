@@ -113,15 +113,15 @@ func TestDelayDestinationGoneWaitsUndeliverable(t *testing.T) {
 		t.Fatalf("%d undeliverable, want 1", n)
 	}
 	// Still gone: it comes back to wait again.
-	if n, err := delay.Redeliver(f.ctx, f.c); n != 1 || err != nil {
-		t.Fatalf("Redeliver = %d, %v", n, err)
+	if r, err := delay.Redeliver(f.ctx, f.c); r.Arrived != 0 || r.Waiting["orders"] != 1 || err != nil {
+		t.Fatalf("Redeliver = %+v, %v", r, err)
 	}
 	if n := f.b.Depth(delay.Undeliverable); n != 1 {
 		t.Fatalf("%d undeliverable after a redelivery to nowhere, want 1", n)
 	}
 	f.delayed("orders")
-	if n, err := delay.Redeliver(f.ctx, f.c); n != 1 || err != nil {
-		t.Fatalf("Redeliver = %d, %v", n, err)
+	if r, err := delay.Redeliver(f.ctx, f.c); r.Arrived != 1 || len(r.Waiting) != 0 || err != nil {
+		t.Fatalf("Redeliver = %+v, %v", r, err)
 	}
 	if got := f.b.Peek("orders"); len(got) != 1 || string(got[0].Body) != "m" {
 		t.Fatalf("orders = %v, want m", bodies(got))

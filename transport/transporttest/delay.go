@@ -94,11 +94,13 @@ func testDelayUndeliverable(t *testing.T, e *env) {
 		return err == nil && info.Messages >= 1, "nothing in " + delay.Undeliverable
 	})
 	e.delayedQueue(c, "late")
+	// A server's redeliver loop in the same vhost may move it first; either
+	// way it arrives.
 	if _, err := delay.Redeliver(e.ctx(), c); err != nil {
 		t.Fatal(err)
 	}
 	d := e.recvBody(e.consume(c, q, 1), "m")
-	if want, _ := delay.RouteTo(q, delay.Unit); d.RoutingKey != want.Key {
-		t.Errorf("routing key %q, want %q", d.RoutingKey, want.Key)
+	if d.RoutingKey != q { // straight to the queue, by the default exchange
+		t.Errorf("routing key %q, want %q", d.RoutingKey, q)
 	}
 }
