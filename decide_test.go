@@ -23,6 +23,7 @@ func TestDecide(t *testing.T) {
 	ladder := retry.Fixed(3, 10*time.Second).WithJitter(0) // waits in the process
 	rungs := retry.Exponential(4, 40*time.Second, time.Hour)
 	aged := retry.Fixed(5, time.Second).WithJitter(0).GiveUpAfter(time.Hour)
+	onDelays := rungs.WithJitter(0).OnDelayQueues()
 	badBody := Decoded(codec.JSON, func(context.Context, *Message, struct{}) ack.Ack { return ack.Accept() }).
 		ServeMessage(context.Background(), NewMessage("orders", []byte("{not json"), nil))
 
@@ -30,7 +31,9 @@ func TestDecide(t *testing.T) {
 		name    string
 		policy  retry.Policy
 		noDecl  bool
+		noDelay bool // the delay queues are not there
 		attempt int
+		snoozes int
 		age     time.Duration
 		answer  ack.Ack
 		want    verdict
@@ -61,6 +64,30 @@ func TestDecide(t *testing.T) {
 			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1m0s: the warehouse is not answering"}}},
 		{name: "no id of its own: stamped, same attempt, no policy needed", attempt: 2, answer: ack.Retry(fmt.Errorf("idempotency: %w", ErrNeedsID)),
 			want: verdict{settle: settleCopy, stamp: true, copy: hop{to: "orders", attempt: 2}}},
+		{name: "retry on the delay queues", policy: onDelays, attempt: 2, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, where: "delays", copy: hop{to: "orders", attempt: 3, delayed: true, delay: 80 * time.Second}}},
+		{name: "retry on the delay queues without them waits in the process", policy: onDelays, noDelay: true, attempt: 2, answer: ack.Retry(boom),
+			want: verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 3, wait: 80 * time.Second}}},
+		{name: "retry after a short wait of the handler's", policy: rungs, attempt: 1, answer: ack.RetryAfter(5*time.Second, boom),
+			want: verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 5 * time.Second}}},
+		{name: "retry after a long wait of the handler's: the delay queues, never a rung", policy: rungs, attempt: 1, answer: ack.RetryAfter(17*time.Minute, boom),
+			want: verdict{settle: settleCopy, where: "delays", copy: hop{to: "orders", attempt: 2, delayed: true, delay: 17 * time.Minute}}},
+		{name: "retry after spends the last attempt", policy: rungs, attempt: 4, answer: ack.RetryAfter(time.Second, boom),
+			want: verdict{settle: settleCopy, cause: "exhausted", copy: hop{to: "orders.dlq", attempt: 4, reason: "exhausted 4 attempts: the warehouse is not answering"}}},
+		{name: "retry after past the maximum age", policy: aged, attempt: 1, age: 50 * time.Minute, answer: ack.RetryAfter(15*time.Minute, boom),
+			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1h0m0s: a retry after 15m0s would come back 1h5m0s old: the warehouse is not answering"}}},
+		{name: "retry after with no policy", attempt: 1, answer: ack.RetryAfter(time.Minute, boom),
+			want: verdict{settle: settleCopy, cause: "no_policy", copy: hop{to: "orders.dlq", attempt: 1, reason: "retry requested but no retry policy is set, so one delivery is all it gets: the warehouse is not answering"}}},
+		{name: "snooze keeps the attempt", policy: ladder, attempt: 2, answer: ack.Snooze(6 * time.Hour),
+			want: verdict{settle: settleCopy, where: "delays", snooze: true, copy: hop{to: "orders", attempt: 2, snoozes: 1, delayed: true, delay: 6 * time.Hour}}},
+		{name: "snooze on the last attempt and with no policy", attempt: 1, snoozes: 4, answer: ack.Snooze(time.Second),
+			want: verdict{settle: settleCopy, where: "process", snooze: true, copy: hop{to: "orders", attempt: 1, snoozes: 5, wait: time.Second}}},
+		{name: "snooze without the delay queues waits in the process", policy: ladder, noDelay: true, attempt: 1, answer: ack.Snooze(time.Hour),
+			want: verdict{settle: settleCopy, where: "process", snooze: true, copy: hop{to: "orders", attempt: 1, snoozes: 1, wait: time.Hour}}},
+		{name: "snooze limit", policy: ladder.SnoozeAtMost(3), attempt: 1, snoozes: 3, answer: ack.Snooze(time.Minute),
+			want: verdict{settle: settleCopy, cause: "snooze_limit", copy: hop{to: "orders.dlq", attempt: 1, reason: "snoozed 3 times, the retry policy's limit, and asked to be snoozed for 1m0s again"}}},
+		{name: "snooze past the maximum age", policy: aged, attempt: 1, age: 30 * time.Minute, answer: ack.Snooze(time.Hour),
+			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1h0m0s: a snooze after 1h0m0s would come back 1h30m0s old"}}},
 		{name: "no answer", policy: ladder, attempt: 1, answer: ack.Ack{},
 			want: verdict{settle: settleCopy, cause: "no_answer", copy: hop{to: "orders.dlq", attempt: 1, reason: reasonNoAnswer}}},
 	}
@@ -68,8 +95,10 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := &Server{Retry: tt.policy, NoDeclare: tt.noDecl}
-			env := Envelope{ID: "m-1", Attempt: max(tt.attempt, 1), CreatedAt: now.Add(-tt.age), Queue: "orders"}
-			if got := decide(s.resolve("orders"), env, tt.answer, now); got != tt.want {
+			env := Envelope{ID: "m-1", Attempt: max(tt.attempt, 1), Snoozes: tt.snoozes, CreatedAt: now.Add(-tt.age), Queue: "orders"}
+			q := s.resolve("orders")
+			q.delays = !tt.noDelay && !tt.noDecl
+			if got := decide(q, env, tt.answer, now); got != tt.want {
 				t.Errorf("decide(%v) =\n %+v\nwant\n %+v", tt.answer, got, tt.want)
 			}
 		})

@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,9 +157,10 @@ func (e *engine) delayable(q *queueRun) bool {
 func (e *engine) redeliverDue() {
 	arrived := metric.WithAttributes(attribute.String("result", "arrived"))
 	waiting := metric.WithAttributes(attribute.String("result", "waiting"))
+	every := cmp.Or(e.srv.redeliverEvery, RedeliverEvery)
 	for {
 		select {
-		case <-time.After(RedeliverEvery):
+		case <-time.After(every):
 		case <-e.stop.requested:
 			return
 		}

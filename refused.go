@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/transport"
 )
@@ -86,6 +88,12 @@ func (c *consumer) redeclare(missing string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
 	defer cancel()
+	if strings.HasPrefix(missing, delay.Prefix) {
+		if err := c.e.declareDelays(ctx); err != nil {
+			c.e.log.Warn("acemq: declare the delay queues again", zap.String("queue", c.q.name), zap.String("missing", missing), zap.Error(err))
+			return
+		}
+	}
 	if err := c.e.declare(ctx, c.q); err != nil {
 		c.e.log.Warn("acemq: declare a missing queue again", zap.String("queue", c.q.name), zap.String("missing", missing), zap.Error(err))
 		return

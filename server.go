@@ -97,6 +97,8 @@ type Server struct {
 	started bool
 	closed  bool
 	run     *engine // the Run under way, or the last one
+
+	redeliverEvery time.Duration // RedeliverEvery unless a test sets it
 }
 
 // Run declares each queue's topology (unless declare is off), consumes every

@@ -98,4 +98,3 @@ func Destination(key string) string {
 	}
 	return rest
 }
-

@@ -69,6 +69,29 @@ func (b *Broker) DeleteQueue(queue string) bool {
 	return true
 }
 
+// DeleteExchange deletes an exchange as exchange.delete would: its
+// bindings go with it, and so do the exchange bindings that lead to it. It
+// reports whether the exchange existed; the default exchange cannot be
+// deleted.
+func (b *Broker) DeleteExchange(name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if name == "" || b.exchanges[name] == nil {
+		return false
+	}
+	delete(b.exchanges, name)
+	for _, x := range b.exchanges {
+		onward := x.onward[:0]
+		for _, bd := range x.onward {
+			if bd.x != name {
+				onward = append(onward, bd)
+			}
+		}
+		x.onward = onward
+	}
+	return true
+}
+
 // Unbind removes a binding and reports whether it existed; a test uses it
 // to see what a missing binding does (a rung's expired messages are lost).
 func (b *Broker) Unbind(bd transport.Binding) bool {
