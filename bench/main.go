@@ -9,6 +9,11 @@
 // the rounds and the ratios of acemq to each baseline. Without a broker URL
 // (-amqp or ACEMQ_AMQP_URL) only the memory scenario runs.
 //
+// Two subcommands measure the delay infrastructure (package delay) instead:
+//
+//	go run . lateness -amqp URL    # scheduled messages' arrival − due, 2000 of 1–120 s
+//	go run . scheduled -amqp URL   # scheduled publish's msgs/s over plain confirmed publish's
+//
 // bench is a module of its own so that watermill never becomes a
 // dependency of the library.
 package main
@@ -115,6 +120,9 @@ func splitList(s string) []string {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if ran, err := runSubcommand(args, stdout, stderr); ran {
+		return err
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
