@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -21,6 +22,7 @@ type policyFlags struct {
 	fixed     bool
 	threshold time.Duration
 	giveUp    time.Duration
+	delays    bool // broker waits on the delay queues (retry.Policy.OnDelayQueues)
 }
 
 func (p *policyFlags) register(fs *flag.FlagSet) {
@@ -31,6 +33,8 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&p.threshold, "threshold", retry.DefaultBrokerWaitThreshold,
 		"waits this long or longer are spent on a rung queue in the broker; 0: every wait in the process")
 	fs.DurationVar(&p.giveUp, "give-up-after", 0, "dead-letter a message older than this instead of retrying it (0: never)")
+	fs.BoolVar(&p.delays, "on-delay-queues", false,
+		"spend the waits of --threshold or more on the delay queues ("+delay.Prefix+".NN, shared by the vhost) instead of on rungs (retry.Policy.OnDelayQueues)")
 }
 
 // given reports whether any retry flag was set.
@@ -52,7 +56,11 @@ func (p *policyFlags) policy() (retry.Policy, error) {
 	if p.fixed {
 		pol = retry.Fixed(p.attempts, p.initial)
 	}
-	return pol.WaitInBrokerFrom(p.threshold).GiveUpAfter(p.giveUp), nil
+	pol = pol.WaitInBrokerFrom(p.threshold).GiveUpAfter(p.giveUp)
+	if p.delays {
+		pol = pol.OnDelayQueues()
+	}
+	return pol, nil
 }
 
 // describe says in a line what the policy is.
@@ -68,9 +76,12 @@ func (p *policyFlags) describe(pol retry.Policy) string {
 				fmt.Fprintf(&b, " up to %s", retry.FormatDelay(p.max))
 			}
 		}
-		if pol.Threshold() > 0 {
+		switch {
+		case pol.Threshold() > 0 && p.delays:
+			fmt.Fprintf(&b, "; waits of %s or more on the delay queues", retry.FormatDelay(pol.Threshold()))
+		case pol.Threshold() > 0:
 			fmt.Fprintf(&b, "; waits of %s or more on rungs in the broker", retry.FormatDelay(pol.Threshold()))
-		} else {
+		default:
 			b.WriteString("; every wait in the process")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -13,9 +14,9 @@ type scheduleWait struct {
 	Attempt int     `json:"attempt"` // the attempt the wait comes before
 	Delay   string  `json:"delay"`
 	Seconds float64 `json:"seconds"`
-	Where   string  `json:"where"` // "process" or "broker"
+	Where   string  `json:"where"` // "process", "broker" (a rung) or "delays" (the delay queues), as acemq.retry.scheduled says
 	Rung    string  `json:"rung,omitempty"`
-	Jitter  float64 `json:"jitter,omitempty"` // the ± fraction of an in-process wait
+	Jitter  float64 `json:"jitter,omitempty"` // the ± fraction of a wait in the process or on the delay queues
 }
 
 type scheduleRung struct {
@@ -30,6 +31,7 @@ type scheduleOut struct {
 	MaxAttempts int            `json:"max_attempts"`
 	Threshold   string         `json:"threshold"`
 	GiveUpAfter string         `json:"give_up_after,omitempty"`
+	DelayQueues bool           `json:"delay_queues"` // some wait is spent on the delay queues
 	Waits       []scheduleWait `json:"waits"`
 	Rungs       []scheduleRung `json:"rungs"`
 }
@@ -37,14 +39,18 @@ type scheduleOut struct {
 // schedule prints the ladder a policy makes, to argue with five numbers
 // rather than four parameters. It needs no broker.
 func (a *app) schedule(args []string) int {
-	fs, asJSON, _ := a.flags("schedule", "--queue Q --attempts N --initial D [--max D] [--fixed] [--threshold D] [--give-up-after D]",
+	fs, asJSON, _ := a.flags("schedule", "--queue Q --attempts N --initial D [--max D] [--fixed] [--threshold D] [--give-up-after D] [--on-delay-queues]",
 		`Prints the waits of a retry policy, without jitter: one line per wait, with
-the attempt it comes before, the delay, and whether it is held in the process
-or spent on a rung queue in the broker (named exactly as consumers declare
-it). Needs no broker.
+the attempt it comes before, the delay, and where it is spent: held in the
+process, on a rung queue in the broker (named exactly as consumers declare
+it), or, with --on-delay-queues, on the delay queues (`+delay.Prefix+`.00 to
+.27, one set per vhost, declared once: acemq topology --delays --apply). A wait on
+the delay queues is jittered like one in the process, and rounded up to
+`+delay.Unit.String()+`; it needs no rung. Needs no broker.
 
-Example:
+Examples:
   acemq schedule --queue shipping.orders --attempts 6 --initial 10s --max 10m --threshold 30s
+  acemq schedule --queue shipping.orders --attempts 6 --initial 10s --max 10m --on-delay-queues
 `, false)
 	queue := fs.String("queue", "", "the work queue the policy is for (names the rungs)")
 	var pf policyFlags
@@ -59,7 +65,7 @@ Example:
 	if err != nil {
 		return a.usageError(fs, "%v", err)
 	}
-	out := scheduleOut{Queue: *queue, MaxAttempts: pol.MaxAttempts(), Threshold: retry.FormatDelay(pol.Threshold()), Waits: []scheduleWait{}, Rungs: []scheduleRung{}}
+	out := scheduleOut{Queue: *queue, MaxAttempts: pol.MaxAttempts(), Threshold: retry.FormatDelay(pol.Threshold()), DelayQueues: pol.UsesDelayQueues(), Waits: []scheduleWait{}, Rungs: []scheduleRung{}}
 	if pol.MaxAge() > 0 {
 		out.GiveUpAfter = retry.FormatDelay(pol.MaxAge())
 	}
@@ -92,10 +98,16 @@ Example:
 	var waits, rungs []string
 	for i, step := range pol.Schedule() {
 		d, w := step.Delay, out.Waits[i]
-		where := "in process"
-		if w.Rung != "" {
+		var where string
+		switch step.Where {
+		case retry.OnRung:
 			where = "rung " + w.Rung
-		} else if w.Jitter > 0 {
+		case retry.OnDelayQueues:
+			where = "delay queues"
+		default:
+			where = "in process"
+		}
+		if w.Jitter > 0 {
 			where += fmt.Sprintf(" (±%g%% jitter)", w.Jitter*100)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", w.Attempt, w.Delay, seconds(d), where)
@@ -106,11 +118,15 @@ Example:
 		rungs = append(rungs, seconds(d))
 	}
 	fmt.Fprintf(a.stdout, "\nwaits: %s\n", strings.Join(waits, " "))
-	if len(rungs) == 0 {
+	switch {
+	case len(rungs) > 0:
+		fmt.Fprintf(a.stdout, "rungs: %s\n", strings.Join(rungs, " "))
+		fmt.Fprintln(a.stdout, "(a consumer declares the rungs at start-up; with declare off, run acemq topology with these flags and --apply)")
+	case out.DelayQueues:
+		fmt.Fprintf(a.stdout, "rungs: none (the waits of %s or more are spent on the delay queues %s.00 to .27)\n", out.Threshold, delay.Prefix)
+		fmt.Fprintln(a.stdout, "(a consumer declares the delay queues at start-up, once per vhost; with declare off, run acemq topology with these flags and --apply)")
+	default:
 		fmt.Fprintln(a.stdout, "rungs: none (every wait is held in the process)")
-		return exitOK
 	}
-	fmt.Fprintf(a.stdout, "rungs: %s\n", strings.Join(rungs, " "))
-	fmt.Fprintln(a.stdout, "(a consumer declares the rungs at start-up; with declare off, run acemq topology with these flags and --apply)")
 	return exitOK
 }
