@@ -1,12 +1,15 @@
 // Command acemq is the operator's command line for acemq queues: see what a
 // retry policy does, look at dead letters without taking them, put them back
-// once the cause is fixed, and declare a queue's topology for services that
-// run without configure rights.
+// once the cause is fixed, declare a queue's topology (and the delay queues)
+// for services that run without configure rights, and see what waits on the
+// delay queues.
 //
 //	acemq schedule --queue shipping.orders --attempts 6 --initial 10s --max 10m
 //	acemq peek     --queue orders.dlq --limit 20
 //	acemq replay   --queue orders --from dlq --match warehouse --limit 500
 //	acemq topology --queue orders --attempts 5 --initial 1s --max 1m --apply
+//	acemq topology --delays --queue orders --apply
+//	acemq delays   --peek 20
 //
 // The broker URL comes from --url or ACEMQ_AMQP_URL. Passwords are never
 // printed. Every command takes --json. Exit status: 0 done, 1 failed, 2 the
@@ -48,13 +51,17 @@ Usage:
 
 Commands:
   schedule   print the retry ladder a policy makes: each wait, and whether it
-             is held in the process or on which rung queue (no broker needed)
+             is held in the process, on which rung queue, or on the delay
+             queues (no broker needed)
   peek       list the messages of a queue (id, attempt, age, reason) and give
              them all back: nothing is consumed
   replay     move dead letters (or parked messages) back to their queue, once
              the cause is fixed
   topology   print the declarations a consumer of a queue makes, or apply
-             them with --apply (for services that run with declare off)
+             them with --apply (for services that run with declare off);
+             --delays adds the delay queues
+  delays     show what waits on the delay queues: messages per level, the
+             undeliverable ones, and with --peek, per destination, when due
 
 Run "acemq <command> --help" for a command's flags.
 The broker URL is --url, or $ACEMQ_AMQP_URL. Passwords are never printed.
@@ -89,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func
 		"peek":     a.peek,
 		"replay":   a.replay,
 		"topology": a.topology,
+		"delays":   a.delays,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":

@@ -86,21 +86,7 @@ func (a *app) look(t transport.Transport, queue string, limit int, withBody bool
 	}
 	out := peekOut{Queue: queue, Depth: info.Messages, Messages: []peeked{}}
 	now := clockOf(t)
-	var held []transport.Delivery
-	defer func() {
-		for _, d := range held { // in the order taken: each goes back to its place
-			_ = d.Reject(true)
-		}
-	}()
-	for len(held) < limit {
-		d, ok, err := t.Get(a.ctx, queue)
-		if err != nil {
-			return out, err
-		}
-		if !ok {
-			break
-		}
-		held = append(held, d)
+	_, err = a.borrow(t, queue, limit, func(d transport.Delivery) {
 		env := acemq.EnvelopeOf(d)
 		p := peeked{ID: orDash(env.ID), Attempt: env.Attempt, Age: "-",
 			Reason: env.Error, Exchange: env.Exchange, RoutingKey: env.RoutingKey, Redelivered: d.Redelivered, Bytes: len(d.Body)}
@@ -113,8 +99,37 @@ func (a *app) look(t transport.Transport, queue string, limit int, withBody bool
 			p.Body = &s
 		}
 		out.Messages = append(out.Messages, p)
+	})
+	return out, err
+}
+
+// borrow takes up to limit messages from the head of queue (basic.get),
+// shows each to read as it comes, and gives them all back when it
+// returns, in the order taken, whatever happened: nothing is consumed. It
+// holds them all, unacknowledged, until the last is read, so that each
+// is taken once: giving one back before taking the next would, on a
+// queue that puts what it gets back at its head, take the same message
+// again, and on one that puts it at its back, reorder the queue. It
+// returns how many it took.
+func (a *app) borrow(t transport.Transport, queue string, limit int, read func(transport.Delivery)) (int, error) {
+	var held []transport.Delivery
+	defer func() {
+		for _, d := range held { // in the order taken: each goes back to its place
+			_ = d.Reject(true)
+		}
+	}()
+	for len(held) < limit {
+		d, ok, err := t.Get(a.ctx, queue)
+		if err != nil {
+			return len(held), err
+		}
+		if !ok {
+			break
+		}
+		held = append(held, d)
+		read(d)
 	}
-	return out, nil
+	return len(held), nil
 }
 
 func (a *app) printPeek(out peekOut, withBody bool) {

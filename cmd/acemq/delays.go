@@ -1,0 +1,446 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
+)
+
+// maxDelayPeek bounds --peek: each message peeked is held, body and all,
+// until its queue has been read.
+const maxDelayPeek = 1000
+
+// countWarning is the delivery count from which delays --peek warns: a
+// RabbitMQ 4 quorum queue dead-letters a message past its delivery limit,
+// 20 unless set, and a level queue's dead-letter exchange is the next
+// level down, so such a message is delivered early.
+const countWarning = 10
+
+type delaysOut struct {
+	Now           time.Time       `json:"now"` // the clock the due times are read against
+	Broker        string          `json:"broker,omitempty"`
+	Waiting       int             `json:"waiting"` // ready messages on the levels
+	Levels        []delayQueueOut `json:"levels"`
+	Undeliverable delayQueueOut   `json:"undeliverable"`
+	Missing       []string        `json:"missing"` // queues of the layout that do not exist
+	Peek          *delayPeekOut   `json:"peek,omitempty"`
+}
+
+// delayQueueOut is one queue of the layout, as a passive declare sees it.
+type delayQueueOut struct {
+	Level     *int   `json:"level,omitempty"` // absent for the undeliverable queue
+	Queue     string `json:"queue"`
+	Wait      string `json:"wait,omitempty"`
+	WaitMS    int64  `json:"wait_ms,omitempty"`
+	Messages  int    `json:"messages"`
+	Consumers int    `json:"consumers"`
+	Missing   bool   `json:"missing,omitempty"`
+	Peeked    *int   `json:"peeked,omitempty"` // with --peek: how many were read
+}
+
+type delayPeekOut struct {
+	PerQueue int `json:"per_queue"` // --peek: at most this many read from each queue
+	// Levels says whether the level queues were read; LevelsSkipped says
+	// why not (the broker would give them back where they would be late).
+	Levels        bool   `json:"levels"`
+	LevelsSkipped string `json:"levels_skipped,omitempty"`
+	Peeked        int    `json:"peeked"`
+	// MaxDeliveryCount is the highest x-delivery-count a peeked message
+	// carried when it was taken; giving it back added one.
+	MaxDeliveryCount int64            `json:"max_delivery_count"`
+	Waiting          []destinationOut `json:"waiting"`       // read from the levels
+	Undeliverable    []destinationOut `json:"undeliverable"` // read from the undeliverable queue
+}
+
+// destinationOut is what the peeked messages for one destination queue
+// say about when they are due.
+type destinationOut struct {
+	// Queue is the destination their routing key names; "" for a routing
+	// key that is not the layout's (a foreign client's).
+	Queue    string `json:"queue"`
+	Messages int    `json:"messages"`
+	// NoDue counts the messages without a readable x-acemq-due.
+	NoDue    int        `json:"no_due,omitempty"`
+	Earliest *time.Time `json:"earliest_due,omitempty"`
+	Latest   *time.Time `json:"latest_due,omitempty"`
+}
+
+// delays shows what waits on the delay queues: how many messages each
+// level holds, how many are due and stuck, and, with --peek, for whom and
+// when they are due.
+func (a *app) delays(args []string) int {
+	fs, asJSON, url := a.flags("delays", "[--peek N] [--url URL]",
+		`Shows what waits on the delay queues of the vhost (`+delay.Prefix+`): the
+messages on each of the 28 level queues, with the wait of each, counted by a
+passive declare that touches no message; and the depth of
+`+delay.Undeliverable+`, where a due message waits when its destination
+queue did not exist when it was due (a server sends those round again every
+10s). A queue of the layout that does not exist is shown missing, and the
+exit status is then 1: acemq topology --delays --apply declares them.
+
+With --peek N it also reads, with basic.get, up to N messages of each level
+queue and of `+delay.Undeliverable+`, and shows for each destination queue
+how many it found and the earliest and latest due time (x-acemq-due). It
+holds the messages of a queue unacknowledged until it has read them all,
+then gives them all back (basic.reject, requeue), in the order taken:
+nothing is consumed. But each message peeked has its delivery count
+(x-delivery-count) raised by one, and RabbitMQ 4 dead-letters a quorum
+queue's message past its delivery limit (20 by default): for a level queue
+that means sending it down to the next level, delivering it early, and for
+`+delay.Undeliverable+` dropping it. So peek now and then, when something
+looks wrong; never in a loop. With a first N of each level it shows a
+sample, not all that waits.
+
+The level queues are read only where the broker gives returned messages
+back in their place: RabbitMQ 4.0 and later, and RabbitMQ before 3.10,
+whose level queues are classic. RabbitMQ 3.10 to 3.13 puts a quorum
+queue's returned messages at its back, behind messages due later, where
+they would be delivered late; there --peek reads only
+`+delay.Undeliverable+`.
+
+Examples:
+  acemq delays
+  acemq delays --peek 20 --json
+`, true)
+	peekN := fs.Int("peek", 0, fmt.Sprintf("read up to this many messages of each queue (1 to %d) and show them by destination; 0: none", maxDelayPeek))
+	if code, done := a.parse(fs, args); done {
+		return code
+	}
+	if *peekN < 0 || *peekN > maxDelayPeek {
+		return a.usageError(fs, "--peek must be 0 to %d", maxDelayPeek)
+	}
+	t, code := a.connect(fs, *url)
+	if t == nil {
+		return code
+	}
+	defer t.Close()
+	now := clockOf(t)()
+	out := delaysOut{Now: now.UTC(), Levels: []delayQueueOut{}, Missing: []string{}}
+	levelsNote := ""
+	if v, ok := t.(transport.Versioned); ok {
+		product, version, err := v.BrokerVersion(a.ctx)
+		if err != nil {
+			return a.fail(fs, err)
+		}
+		out.Broker = strings.TrimSpace(product + " " + version)
+		levelsNote = levelPeekRefusal(product, version)
+	} else {
+		levelsNote = levelPeekRefusal("", "")
+	}
+	for k := range delay.Levels {
+		level := k
+		q := delayQueueOut{Level: &level, Queue: delay.Level(k), Wait: span(delay.LevelWait(k)), WaitMS: delay.LevelWait(k).Milliseconds()}
+		if err := a.inspectDelay(t, &q, &out); err != nil {
+			return a.fail(fs, err)
+		}
+		out.Waiting += q.Messages
+		out.Levels = append(out.Levels, q)
+	}
+	out.Undeliverable = delayQueueOut{Queue: delay.Undeliverable}
+	if err := a.inspectDelay(t, &out.Undeliverable, &out); err != nil {
+		return a.fail(fs, err)
+	}
+	if *peekN > 0 {
+		p, err := a.peekDelays(t, &out, *peekN, levelsNote)
+		out.Peek = p
+		if err != nil {
+			return a.fail(fs, fmt.Errorf("peek: %w (what was taken has been given back)", err))
+		}
+	}
+	if *asJSON {
+		a.printJSON(out)
+	} else {
+		a.printDelays(out)
+	}
+	if len(out.Missing) > 0 {
+		what := fmt.Sprintf("%d of the delay queues do not exist (%s ...)", len(out.Missing), out.Missing[0])
+		if len(out.Missing) == delay.Levels+1 {
+			what = "the delay queues are not declared on this vhost"
+		}
+		fmt.Fprintf(a.stderr, "%s: %s; declare them with: acemq topology --delays --apply\n", fs.Name(), what)
+		return exitError
+	}
+	return exitOK
+}
+
+// inspectDelay fills q from a passive declare; a missing queue is noted,
+// not an error.
+func (a *app) inspectDelay(t transport.Transport, q *delayQueueOut, out *delaysOut) error {
+	info, err := t.Inspect(a.ctx, q.Queue)
+	switch {
+	case errors.Is(err, transport.ErrNotFound):
+		q.Missing = true
+		out.Missing = append(out.Missing, q.Queue)
+		return nil
+	case err != nil:
+		return err
+	}
+	q.Messages, q.Consumers = info.Messages, info.Consumers
+	return nil
+}
+
+// levelPeekRefusal says why the level queues must not be peeked on a
+// broker that announced product and version, or "" when they may: where
+// the broker gives a returned message back in its place, or ahead of the
+// rest with its expiry kept, it is due when it was; where it puts it at
+// the back, the message waits there until every message ahead of it, due
+// up to a level's wait later, has expired (a quorum queue expires only its
+// head), and is delivered that much late.
+func levelPeekRefusal(product, version string) string {
+	if product == "" && version == "" {
+		return "the broker did not say which it is, so how it gives back a level queue's messages is not known (RabbitMQ 3.10 to 3.13 would make them late)"
+	}
+	if product != "RabbitMQ" {
+		return fmt.Sprintf("%s is not RabbitMQ, so how it gives back a level queue's messages is not known", strings.TrimSpace(product+" "+version))
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return fmt.Sprintf("RabbitMQ %q is not a version this command knows, so how it gives back a level queue's messages is not known", version)
+	}
+	if major >= 4 || !delay.SupportsQuorum(product, version) {
+		return "" // at the front, expiry kept (4.x); in place (classic levels, before 3.10)
+	}
+	return fmt.Sprintf("RabbitMQ %s puts a quorum queue's returned messages at its back, behind messages due later, where they would be delivered late (RabbitMQ 4.0 and later give them back in their place)", version)
+}
+
+// peekDelays reads up to n messages of each level (unless levelsNote says
+// why not) and of the undeliverable queue, each queue's held until it is
+// read and then given back.
+func (a *app) peekDelays(t transport.Transport, out *delaysOut, n int, levelsNote string) (*delayPeekOut, error) {
+	p := &delayPeekOut{PerQueue: n, Levels: levelsNote == "", LevelsSkipped: levelsNote,
+		Waiting: []destinationOut{}, Undeliverable: []destinationOut{}}
+	read := func(q *delayQueueOut, into *[]destinationOut) error {
+		if q.Missing {
+			return nil
+		}
+		by := map[string]*destinationOut{}
+		taken := 0
+		var err error
+		if q.Messages > 0 { // an empty queue is left alone: no delivery counted
+			taken, err = a.borrow(t, q.Queue, n, func(d transport.Delivery) {
+				to := delay.Destination(d.RoutingKey)
+				dest := by[to]
+				if dest == nil {
+					dest = &destinationOut{Queue: to}
+					by[to] = dest
+				}
+				dest.add(d.Headers[delay.DueHeader])
+				if c, ok := transport.Int64(d.Headers["x-delivery-count"]); ok && c > p.MaxDeliveryCount {
+					p.MaxDeliveryCount = c
+				}
+			})
+		}
+		q.Peeked = &taken
+		p.Peeked += taken
+		*into = merge(*into, by)
+		return err
+	}
+	if p.Levels {
+		for i := range out.Levels {
+			if err := read(&out.Levels[i], &p.Waiting); err != nil {
+				return p, err
+			}
+		}
+	}
+	return p, read(&out.Undeliverable, &p.Undeliverable)
+}
+
+// add counts one message whose x-acemq-due header is due. The header is
+// the producer's: anything but an integer in the years 1970 to 9999 is
+// counted as no due time rather than trusted (JSON cannot write a time
+// past 9999).
+func (d *destinationOut) add(due any) {
+	d.Messages++
+	ms, ok := transport.Int64(due)
+	if !ok || ms < 0 || ms > maxDueMS {
+		d.NoDue++
+		return
+	}
+	at := time.UnixMilli(ms).UTC()
+	if d.Earliest == nil || at.Before(*d.Earliest) {
+		d.Earliest = &at
+	}
+	if d.Latest == nil || at.After(*d.Latest) {
+		d.Latest = &at
+	}
+}
+
+// maxDueMS is the last millisecond of the year 9999.
+var maxDueMS = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
+
+// merge adds the destinations of by to list, sorted by earliest due (none
+// last), then by name.
+func merge(list []destinationOut, by map[string]*destinationOut) []destinationOut {
+	for _, d := range by {
+		i := slices.IndexFunc(list, func(e destinationOut) bool { return e.Queue == d.Queue })
+		if i < 0 {
+			list = append(list, *d)
+			continue
+		}
+		e := &list[i]
+		e.Messages += d.Messages
+		e.NoDue += d.NoDue
+		if d.Earliest != nil && (e.Earliest == nil || d.Earliest.Before(*e.Earliest)) {
+			e.Earliest = d.Earliest
+		}
+		if d.Latest != nil && (e.Latest == nil || d.Latest.After(*e.Latest)) {
+			e.Latest = d.Latest
+		}
+	}
+	slices.SortFunc(list, func(x, y destinationOut) int {
+		switch {
+		case x.Earliest == nil && y.Earliest != nil:
+			return 1
+		case x.Earliest != nil && y.Earliest == nil:
+			return -1
+		case x.Earliest != nil && !x.Earliest.Equal(*y.Earliest):
+			return x.Earliest.Compare(*y.Earliest)
+		}
+		return cmp.Compare(x.Queue, y.Queue)
+	})
+	return list
+}
+
+func (a *app) printDelays(out delaysOut) {
+	on := amqpconn.Redact(a.url)
+	if out.Broker != "" {
+		on += " (" + out.Broker + ")"
+	}
+	fmt.Fprintf(a.stdout, "%s on %s: %d waiting, %d undeliverable\n\n", delay.Prefix, on, out.Waiting, out.Undeliverable.Messages)
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	header := "LEVEL\tQUEUE\tWAIT\tMESSAGES"
+	if out.Peek != nil {
+		header += "\tPEEKED"
+	}
+	fmt.Fprintln(tw, header)
+	row := func(level string, q delayQueueOut) {
+		messages := strconv.Itoa(q.Messages)
+		if q.Missing {
+			messages = "missing"
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s", level, q.Queue, orDash(q.Wait), messages)
+		if out.Peek != nil {
+			peeked := "-"
+			if q.Peeked != nil {
+				peeked = strconv.Itoa(*q.Peeked)
+			}
+			line += "\t" + peeked
+		}
+		fmt.Fprintln(tw, line)
+	}
+	for _, q := range out.Levels {
+		row(fmt.Sprintf("%02d", *q.Level), q)
+	}
+	row("-", out.Undeliverable)
+	_ = tw.Flush()
+	var consumed []string
+	for _, q := range append(slices.Clip(out.Levels), out.Undeliverable) {
+		if q.Consumers > 0 {
+			consumed = append(consumed, fmt.Sprintf("%s (%d)", q.Queue, q.Consumers))
+		}
+	}
+	if len(consumed) > 0 {
+		fmt.Fprintf(a.stdout, "\nwarning: consumers on %s: nothing should consume from the delay queues; a consumer there takes waiting messages before they are due\n", strings.Join(consumed, ", "))
+	}
+	if out.Undeliverable.Messages > 0 {
+		fmt.Fprintf(a.stdout, "\n%d due, but their destination queue did not exist when they were due: they wait in %s, and a running server sends them round again every 10s\n",
+			out.Undeliverable.Messages, delay.Undeliverable)
+	}
+	p := out.Peek
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(a.stdout, "\npeeked %d (at most %d from each queue) and gave them all back: none consumed, but on a quorum queue each one's delivery count is now one higher\n", p.Peeked, p.PerQueue)
+	if !p.Levels {
+		fmt.Fprintf(a.stdout, "the level queues were not peeked: %s; only %s was\n", p.LevelsSkipped, delay.Undeliverable)
+	}
+	if p.MaxDeliveryCount >= countWarning {
+		fmt.Fprintf(a.stdout, "warning: a peeked message had been delivered %d times before: RabbitMQ 4 dead-letters a quorum queue's message past its delivery limit (20 by default), which from a level queue delivers it early; peek less often\n", p.MaxDeliveryCount)
+	}
+	if p.Levels {
+		a.printDestinations(out.Now, "waiting on the levels", p.Waiting)
+	}
+	a.printDestinations(out.Now, "in "+delay.Undeliverable, p.Undeliverable)
+}
+
+func (a *app) printDestinations(now time.Time, title string, list []destinationOut) {
+	if len(list) == 0 {
+		fmt.Fprintf(a.stdout, "\n%s: none peeked\n", title)
+		return
+	}
+	fmt.Fprintf(a.stdout, "\n%s, by destination:\n", title)
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DESTINATION\tMESSAGES\tEARLIEST DUE\tLATEST DUE")
+	for _, d := range list {
+		name := "(not a delay routing key)"
+		if d.Queue != "" {
+			name = safeName(d.Queue)
+		}
+		messages := strconv.Itoa(d.Messages)
+		if d.NoDue > 0 {
+			messages += fmt.Sprintf(" (%d without x-acemq-due)", d.NoDue)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, messages, dueText(now, d.Earliest), dueText(now, d.Latest))
+	}
+	_ = tw.Flush()
+}
+
+// dueText writes a due time and how far it is from now: "2026-12-01
+// 10:28:31.250Z (in 3m20s)", "... (5m ago)".
+func dueText(now time.Time, at *time.Time) string {
+	if at == nil {
+		return "-"
+	}
+	d := at.Sub(now)
+	if d.Abs() >= time.Second {
+		d = d.Truncate(time.Second) // a due time is read to the second ahead, to the millisecond when it is near
+	}
+	rel := "now"
+	switch {
+	case d > 0:
+		rel = "in " + span(d)
+	case d < 0:
+		rel = span(-d) + " ago"
+	}
+	return at.UTC().Format("2006-01-02 15:04:05.000Z07:00") + " (" + rel + ")"
+}
+
+// span writes a duration as rung names do (retry.FormatDelay), with days
+// from two of them on: 125ms, 4m16s, 194d4h20m16s.
+func span(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d < 2*day {
+		return retry.FormatDelay(d)
+	}
+	days := d / day
+	s := strconv.FormatInt(int64(days), 10) + "d"
+	if rest := d - days*day; rest > 0 {
+		s += retry.FormatDelay(rest)
+	}
+	return s
+}
+
+// safeName is a queue name as it may be printed: as it is when every
+// character is a visible one, else quoted with Go's escapes, so that a
+// name from a routing key, which any client chooses, cannot move the
+// cursor, recolour the terminal or pass for another name.
+func safeName(s string) string {
+	if s != "" && utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool {
+		return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' || r == '\\'
+	}) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
