@@ -102,7 +102,8 @@ func TestDocsCommandsRun(t *testing.T) {
 		case "acemq":
 			acemqs++
 			t.Run(name, func(t *testing.T) {
-				_, dial := memoryBroker(t, "orders", "exhausted 5 attempts: the warehouse is not answering", "the handler rejected it: no such customer")
+				b, dial := memoryBroker(t, "orders", "exhausted 5 attempts: the warehouse is not answering", "the handler rejected it: no such customer")
+				withDelays(t, b, "orders") // as a server that waits on them declares them
 				args := make([]string, 0, len(c.args)-1)
 				for _, a := range c.args[1:] {
 					if strings.HasPrefix(a, "$") {

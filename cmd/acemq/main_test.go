@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
@@ -105,6 +106,55 @@ func TestScheduleJSON(t *testing.T) {
 	}
 }
 
+// TestScheduleOnDelayQueues: the same ladder with --on-delay-queues spends
+// its long waits on the delay queues, jittered, and needs no rung.
+func TestScheduleOnDelayQueues(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := cli(t, noBroker, "schedule", "--queue", "shipping.orders", "--attempts", "6", "--initial", "10s", "--max", "10m", "--threshold", "30s", "--on-delay-queues")
+	want := `shipping.orders: 6 attempts (the first delivery and 5 retries), exponential from 10s up to 10m; waits of 30s or more on the delay queues
+
+ATTEMPT  WAIT   SECONDS  WHERE
+2        10s    10s      in process (±20% jitter)
+3        20s    20s      in process (±20% jitter)
+4        40s    40s      delay queues (±20% jitter)
+5        1m20s  80s      delay queues (±20% jitter)
+6        2m40s  160s     delay queues (±20% jitter)
+
+waits: 10s 20s 40s 80s 160s
+rungs: none (the waits of 30s or more are spent on the delay queues acemq.delay.v1.00 to .27)
+`
+	if code != 0 || !strings.HasPrefix(out, want) || errOut != "" {
+		t.Fatalf("status %d\n%s\nwant\n%s\nstderr %s", code, out, want, errOut)
+	}
+	for _, c := range []struct {
+		args   []string
+		where  []string
+		jitter float64
+	}{
+		{[]string{"--attempts", "3", "--initial", "1m", "--fixed", "--on-delay-queues"}, []string{"delays", "delays"}, 0},
+		{[]string{"--attempts", "3", "--initial", "10s", "--threshold", "20s", "--on-delay-queues"}, []string{"process", "delays"}, 0.2},
+		{[]string{"--attempts", "3", "--initial", "1m", "--threshold", "0", "--on-delay-queues"}, []string{"process", "process"}, 0.2},
+		{[]string{"--attempts", "3", "--initial", "1m"}, []string{"broker", "broker"}, 0},
+	} {
+		code, out, _ := cli(t, noBroker, append([]string{"schedule", "--json", "--queue", "q"}, c.args...)...)
+		var got scheduleOut
+		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+			t.Fatalf("%q: %d %v\n%s", c.args, code, err, out)
+		}
+		var where []string
+		for _, w := range got.Waits {
+			where = append(where, w.Where)
+			if w.Where == "delays" && (w.Rung != "" || w.Jitter != c.jitter) {
+				t.Errorf("%q: %+v", c.args, w)
+			}
+		}
+		onDelays := strings.Contains(strings.Join(where, " "), "delays")
+		if strings.Join(where, " ") != strings.Join(c.where, " ") || got.DelayQueues != onDelays || onDelays && len(got.Rungs) != 0 {
+			t.Errorf("%q: where %v, delay_queues %v, rungs %v", c.args, where, got.DelayQueues, got.Rungs)
+		}
+	}
+}
+
 func TestCommandLineMistakes(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -123,6 +173,12 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"replay", "--queue", "q", "--match", "("}, 2, "--match: error parsing regexp"},
 		{[]string{"topology", "--queue", "q", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"topology", "--queue", "q", "--arg", "novalue"}, 2, "want key=value"},
+		{[]string{"topology"}, 2, "--queue is required (or --delays, for the delay queues alone)"},
+		{[]string{"topology", "--delays", "--attempts", "3", "--initial", "1s"}, 2, "give --queue too"},
+		{[]string{"topology", "--delays", "--queue", "orders.*"}, 2, "--delays: acemq: destination cannot be delayed to"},
+		{[]string{"delays", "--peek", "-1"}, 2, "--peek must be 0 to 1000"},
+		{[]string{"delays", "--peek", "1001"}, 2, "--peek must be 0 to 1000"},
+		{[]string{"delays", "extra"}, 2, `unexpected argument "extra"`},
 	} {
 		code, _, errOut := cli(t, noBroker, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.says) {
@@ -133,7 +189,7 @@ func TestCommandLineMistakes(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"help"}, {"--help"}, {"help", "replay"}, {"replay", "--help"}, {"peek", "-h"}, {"topology", "--help"}, {"schedule", "--help"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"help", "replay"}, {"replay", "--help"}, {"peek", "-h"}, {"topology", "--help"}, {"schedule", "--help"}, {"delays", "--help"}, {"help", "delays"}} {
 		code, out, _ := cli(t, noBroker, args...)
 		if code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%q: status %d\n%s", args, code, out)
@@ -144,6 +200,16 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay --help does not mention %s", want)
 		}
+	}
+	// What a peek of the delay queues costs is said where it is asked for.
+	_, out, _ = cli(t, noBroker, "delays", "--help")
+	for _, want := range []string{"delivery count", "never in a loop", "--peek", "--json", "RabbitMQ 3.10 to 3.13"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("delays --help does not mention %s", want)
+		}
+	}
+	if _, out, _ = cli(t, noBroker, "help"); !strings.Contains(out, "  delays     show what waits on the delay queues") {
+		t.Errorf("the usage does not list delays:\n%s", out)
 	}
 }
 
@@ -181,6 +247,9 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 		{dial, []string{"peek", "--url", url, "--queue", "missing.dlq"}, false},
 		{dial, []string{"replay", "--url", url, "--queue", "missing", "--json"}, false},
 		{dial, []string{"topology", "--url", url, "--queue", "orders", "--apply"}, true},
+		{dial, []string{"topology", "--url", url, "--delays", "--apply"}, true},
+		{dial, []string{"delays", "--url", url, "--peek", "5"}, true},
+		{dial, []string{"delays", "--url", url, "--json"}, false},
 	}
 	for _, r := range runs {
 		_, out, errOut := cli(t, r.dial, r.args...)
@@ -305,6 +374,91 @@ func TestTopologyCommand(t *testing.T) {
 	code, _, errOut = cli(t, dial, "topology", "--url", "amqp://x", "--apply", "--queue", "orders")
 	if code != 1 || !strings.Contains(errOut, "precondition failed") {
 		t.Errorf("status %d: %s", code, errOut)
+	}
+}
+
+// TestTopologyDelays: --delays prints and declares the delay queues, and
+// with --queue the queue's binding to them; --on-delay-queues implies it.
+func TestTopologyDelays(t *testing.T) {
+	t.Parallel()
+	code, out, _ := cli(t, noBroker, "topology", "--delays")
+	for _, want := range []string{
+		"the delay queues of a vhost (dry run: --apply declares them):\n",
+		"exchange  acemq.delay.v1.deliver           topic durable alternate-exchange=acemq.delay.v1.undeliverable\n",
+		"queue     acemq.delay.v1.03                durable x-dead-letter-exchange=acemq.delay.v1.02 x-dead-letter-strategy=at-least-once x-message-ttl=1000 x-overflow=reject-publish x-queue-type=quorum\n",
+		"binding   acemq.delay.v1.27                to exchange acemq.delay.v1.27 with key 1.#\n",
+		"binding   exchange acemq.delay.v1.deliver  to exchange acemq.delay.v1.00 with key " + strings.Repeat("*.", 27) + "0.#\n",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("status %d, missing %q in\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "acemq.retry") {
+		t.Errorf("the delay queues alone declare no queue's topology:\n%s", out)
+	}
+	// --on-delay-queues: the queue's topology, no rung, the delay queues and the binding.
+	code, out, _ = cli(t, noBroker, "topology", "--json", "--queue", "orders", "--attempts", "4", "--initial", "1m", "--on-delay-queues")
+	var dry topologyOut
+	if err := json.Unmarshal([]byte(out), &dry); code != 0 || err != nil || dry.Applied || dry.DelayQueues != "quorum" ||
+		len(dry.Queues) != 3+delay.Levels+1 || len(dry.ExchangeBindings) != delay.Levels || len(dry.Exchanges) != 2+delay.Levels+2 {
+		t.Fatalf("%d %v %+v", code, err, dry)
+	}
+	if last := dry.Bindings[len(dry.Bindings)-1]; last != (bindingJSON{"orders", delay.Deliver, strings.Repeat("*.", 28) + "orders"}) {
+		t.Errorf("the last binding is %+v", last)
+	}
+
+	b, dial := memoryBroker(t, "other")
+	code, out, errOut := cli(t, dial, "topology", "--url", "amqp://x", "--delays", "--queue", "orders", "--apply")
+	if code != 0 || !strings.HasPrefix(out, "declared on amqp://x:\n") {
+		t.Fatalf("status %d\n%s%s", code, out, errOut)
+	}
+	for k := range delay.Levels {
+		if q, ok := b.Queue(delay.Level(k)); !ok || q.Args["x-queue-type"] != "quorum" {
+			t.Errorf("level %d: %+v %v", k, q, ok)
+		}
+	}
+	if got := b.Bindings("orders"); len(got) != 2 || got[0] != (transport.Binding{Queue: "orders", Exchange: delay.Deliver, Key: strings.Repeat("*.", 28) + "orders"}) {
+		t.Errorf("orders is bound %v", got)
+	}
+	// Delivered through them: the binding works.
+	conn := b.Connect()
+	defer conn.Close()
+	scheduleOn(t, conn, b.Clock().Now(), "orders", 3*time.Second, "o-1")
+	b.Clock().Advance(3 * time.Second)
+	if b.Depth("orders") != 1 {
+		t.Errorf("orders holds %d after its delay", b.Depth("orders"))
+	}
+	// Again: nothing changes.
+	if code, _, errOut := cli(t, dial, "topology", "--url", "amqp://x", "--delays", "--apply"); code != 0 {
+		t.Errorf("status %d: %s", code, errOut)
+	}
+}
+
+// TestTopologyDelaysClassic: before RabbitMQ 3.10 --apply declares the
+// classic layout and says what that risks; later, the classic queues an
+// older broker declared are kept.
+func TestTopologyDelaysClassic(t *testing.T) {
+	t.Parallel()
+	b := memory.New()
+	code, out, errOut := cli(t, asRabbitMQ(b, "3.9.29"), "topology", "--url", "amqp://x", "--delays", "--apply", "--json")
+	var got topologyOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.DelayQueues != "classic" {
+		t.Fatalf("%d %v\n%s%s", code, err, out, errOut)
+	}
+	if q, ok := b.Queue(delay.Level(0)); !ok || q.Args["x-queue-type"] != nil || q.Args["x-dead-letter-strategy"] != nil {
+		t.Errorf("level 0 %+v", q)
+	}
+	code, out, errOut = cli(t, asRabbitMQ(b, "3.9.29"), "topology", "--url", "amqp://x", "--delays", "--apply")
+	if code != 0 || !strings.Contains(out, "(RabbitMQ 3.9.29 cannot hold quorum queues with at-least-once dead-lettering, so the delay queues are classic: a node lost while messages wait on them loses those messages)\n") {
+		t.Errorf("status %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, asRabbitMQ(b, "4.1.2"), "topology", "--url", "amqp://x", "--delays", "--apply", "--queue", "orders")
+	if code != 0 || !strings.Contains(out, "queue     acemq.delay.v1.00                durable x-dead-letter-exchange=acemq.delay.v1.deliver x-message-ttl=125 x-overflow=reject-publish\n") ||
+		!strings.Contains(out, "(the delay queues exist as classic queues, declared so by an older broker, and are kept") {
+		t.Errorf("status %d\n%s%s", code, out, errOut)
+	}
+	if len(b.Bindings("orders")) != 2 {
+		t.Errorf("orders is bound %v", b.Bindings("orders"))
 	}
 }
 

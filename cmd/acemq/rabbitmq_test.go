@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
 )
@@ -138,4 +140,141 @@ func deleteQueues(t *testing.T, u string, queues ...string) {
 			_ = ch.Close()
 		}
 	}
+}
+
+// rabbitVhost is a vhost of the test's own: the delay queues are one set
+// per vhost, and a peek must not hold another test's waiting messages.
+func rabbitVhost(t *testing.T) string {
+	t.Helper()
+	u, _ := brokertest.FreshVhost(t, "", rabbitURL(t))
+	return u
+}
+
+func TestRabbitMQTopologyDelays(t *testing.T) {
+	t.Parallel()
+	u := rabbitVhost(t)
+	q := rabbitQueue()
+	code, out, errOut := cli(t, dialRabbitMQ, "topology", "--url", u, "--delays", "--queue", q, "--apply")
+	if code != 0 || !strings.Contains(out, "declared on ") || !strings.Contains(out, "queue     "+delay.Level(27)) || strings.Contains(out, "classic") {
+		t.Fatalf("topology --delays: %d\n%s%s", code, out, errOut)
+	}
+	tr := rabbitTransport(t, u)
+	ctx := context.Background()
+	for k := range delay.Levels {
+		if _, err := tr.Inspect(ctx, delay.Level(k)); err != nil {
+			t.Fatalf("level %d was not declared: %v", k, err)
+		}
+	}
+	// Declared with the arguments a server declares: declaring again is
+	// no change, from the CLI or from Go.
+	if err := tr.Declare(ctx, delay.Topology()); err != nil {
+		t.Fatalf("the delay queues differ from delay.Topology(): %v", err)
+	}
+	if code, out, errOut := cli(t, dialRabbitMQ, "topology", "--url", u, "--delays", "--apply", "--json"); code != 0 || !strings.Contains(out, `"delay_queues": "quorum"`) {
+		t.Fatalf("again: %d\n%s%s", code, out, errOut)
+	}
+	// Bound: a delayed message reaches q, not before it is due.
+	start := time.Now()
+	p := transport.Publishing{Mandatory: true, Body: []byte("soon")}
+	if _, err := delay.Aim(&p, q, 500*time.Millisecond, start); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := tr.Publish(ctx, p); err != nil || !c.Routed {
+		t.Fatalf("%+v %v", c, err)
+	}
+	waitDepth(t, tr, q, 1)
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Errorf("delivered after %v, before it was due", took)
+	}
+}
+
+// TestRabbitMQDelaysPeek: acemq delays counts each level and the
+// undeliverable queue; --peek reads what it may on this broker's version,
+// gives everything back, and leaves due times alone.
+func TestRabbitMQDelaysPeek(t *testing.T) {
+	t.Parallel()
+	u := rabbitVhost(t)
+	q := rabbitQueue()
+	gone := q + ".gone"
+	for _, queue := range []string{q, gone} {
+		if code, out, errOut := cli(t, dialRabbitMQ, "topology", "--url", u, "--delays", "--queue", queue, "--apply"); code != 0 {
+			t.Fatalf("topology: %d\n%s%s", code, out, errOut)
+		}
+	}
+	tr := rabbitTransport(t, u)
+	ctx := context.Background()
+	product, version, err := tr.BrokerVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(queue string, d time.Duration, id string) time.Time {
+		t.Helper()
+		now := time.Now()
+		p := transport.Publishing{Mandatory: true, Headers: map[string]any{acemq.HeaderID: id}, Body: []byte(id)}
+		r, err := delay.Aim(&p, queue, d, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := tr.Publish(ctx, p); err != nil || !c.Routed {
+			t.Fatalf("%+v %v", c, err)
+		}
+		return now.Add(r.Wait)
+	}
+	publish(gone, 300*time.Millisecond, "g-1")
+	deleteQueues(t, u, gone)
+	waitDepth(t, tr, delay.Undeliverable, 1)
+	publish(q, time.Hour, "o-1") // n = 28800: level 14 first
+	publish(q, time.Hour, "o-2")
+	publish(q, 30*time.Second, "o-3") // n = 240: level 07 first
+	waitDepth(t, tr, delay.Level(14), 2)
+	waitDepth(t, tr, delay.Level(7), 1)
+
+	code, out, errOut := cli(t, dialRabbitMQ, "delays", "--url", u)
+	for _, want := range []string{
+		" (" + product + " " + version + "): 3 waiting, 1 undeliverable\n",
+		"07     acemq.delay.v1.07             16s           1\n",
+		"14     acemq.delay.v1.14             34m8s         2\n",
+		"-      acemq.delay.v1.undeliverable  -             1\n",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("delays: %d, missing %q in\n%s%s", code, want, out, errOut)
+		}
+	}
+	if strings.Contains(out+errOut, "guest:guest@") {
+		t.Errorf("the password was printed:\n%s%s", out, errOut)
+	}
+
+	// A message due in 2s, waiting while the peek runs, arrives on time.
+	due := publish(q, 2*time.Second, "o-4")
+	code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u, "--peek", "10", "--json")
+	var got delaysOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Peek == nil {
+		t.Fatalf("delays --peek: %d %v\n%s%s", code, err, out, errOut)
+	}
+	p := got.Peek
+	if len(p.Undeliverable) != 1 || p.Undeliverable[0].Queue != gone || p.Undeliverable[0].Messages != 1 || p.Undeliverable[0].Earliest == nil {
+		t.Errorf("undeliverable: %+v", p.Undeliverable)
+	}
+	if refusal := levelPeekRefusal(product, version); refusal != "" {
+		t.Logf("%s %s: %s", product, version, refusal)
+		if p.Levels || p.LevelsSkipped != refusal || len(p.Waiting) != 0 || p.Peeked != 1 {
+			t.Errorf("levels peeked where returns go to the back: %+v", p)
+		}
+	} else if !p.Levels || len(p.Waiting) != 1 || p.Waiting[0].Queue != q || p.Waiting[0].Messages < 3 || p.Waiting[0].Latest == nil ||
+		time.Until(*p.Waiting[0].Latest) < 59*time.Minute {
+		t.Errorf("levels: %+v", p)
+	}
+	waitDepth(t, tr, q, 1) // o-4
+	if arrived := time.Now(); arrived.Before(due) || arrived.Sub(due) > 2*time.Second {
+		t.Errorf("o-4 was due at %v and arrived %v later", due.Format(time.StampMilli), arrived.Sub(due))
+	}
+	// Nothing consumed.
+	waitDepth(t, tr, delay.Level(14), 2)
+	waitDepth(t, tr, delay.Undeliverable, 1)
+
+	code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u, "--peek", "10")
+	if code != 0 || !strings.Contains(out, "in acemq.delay.v1.undeliverable, by destination:\n") || !strings.Contains(out, gone+"  1 ") {
+		t.Errorf("delays --peek: %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("acemq delays --peek 10 on %s %s:\n%s", product, version, out)
 }
