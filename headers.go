@@ -19,4 +19,7 @@ const (
 	// published: after a rung expiry the broker shows acemq.retry instead.
 	HeaderExchange   = wire.Exchange
 	HeaderRoutingKey = wire.RoutingKey
+	// HeaderSnoozes counts the times a handler put the message off with
+	// ack.Snooze, which spends no attempt; absent until the first.
+	HeaderSnoozes = wire.Snoozes
 )

@@ -119,6 +119,39 @@ func TestWireGoldenEverySite(t *testing.T) {
 		checkWire(t, doc, "a rung copy home through acemq.retry", h.nth(f, 2), want)
 	})
 
+	t.Run("delay queues: a retry and a snooze", func(t *testing.T) {
+		t.Parallel()
+		h := &arrivals{answer: func(m *acemq.Message) ack.Ack {
+			switch {
+			case m.IsFirstAttempt():
+				return ack.RetryAfter(time.Hour, errBoom)
+			case m.Envelope().Snoozes == 0:
+				return ack.Snooze(time.Hour)
+			}
+			return ack.Accept()
+		}}
+		f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Minute)}, map[string]acemq.Handler{"orders": h})
+		created := f.broker.Clock().Now().UnixMilli()
+		res := f.publish("orders", "{}", nil)
+		want := wiretest.Want{ID: res.ID, Attempt: 1, Created: created, Exchange: "", RoutingKey: "orders"}
+		checkWire(t, doc, "Publisher.Publish", h.nth(f, 1), want)
+		want.Attempt = 2
+		f.eventually("the retry waits on a level", func() bool { return onLevel(f.broker) != "" })
+		f.broker.Clock().Advance(time.Hour)
+		retried := h.nth(f, 2)
+		checkWire(t, doc, "a retry on the delay queues", retried, want)
+		if _, ok := retried[acemq.HeaderSnoozes]; ok {
+			t.Errorf("a retry wrote %s", acemq.HeaderSnoozes)
+		}
+		f.eventually("the snooze waits on a level", func() bool { return onLevel(f.broker) != "" })
+		f.broker.Clock().Advance(time.Hour)
+		snoozed := h.nth(f, 3)
+		checkWire(t, doc, "a snooze on the delay queues", snoozed, want)
+		if n, ok := snoozed[acemq.HeaderSnoozes].(int64); !ok || n != 1 {
+			t.Errorf("%s = %#v, want int64 1", acemq.HeaderSnoozes, snoozed[acemq.HeaderSnoozes])
+		}
+	})
+
 	t.Run("park", func(t *testing.T) {
 		t.Parallel()
 		h := &arrivals{answer: func(*acemq.Message) ack.Ack { return ack.Park(errors.New("schema v9 unknown")) }}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -33,7 +34,7 @@ const (
 	Undeliverable = Prefix + ".undeliverable"
 	// DueHeader carries a waiting message's due time, Unix milliseconds
 	// (int64), for an operator's tools.
-	DueHeader = "x-acemq-due"
+	DueHeader = wire.Due
 )
 
 var (

@@ -18,7 +18,7 @@ const contract = "../../docs/wire-contract.md"
 func TestTheDocumentNamesTheConstants(t *testing.T) {
 	t.Parallel()
 	doc := wiretest.Load(t, contract)
-	consts := []string{wire.ID, wire.Attempt, wire.Error, wire.Created, wire.Exchange, wire.RoutingKey}
+	consts := []string{wire.ID, wire.Attempt, wire.Error, wire.Created, wire.Exchange, wire.RoutingKey, wire.Snoozes, wire.Due}
 	for _, c := range consts {
 		if _, ok := doc.Headers[c]; !ok {
 			t.Errorf("the constant %s is not in the document's headers table", c)
@@ -29,8 +29,8 @@ func TestTheDocumentNamesTheConstants(t *testing.T) {
 			t.Errorf("the document's header %s has no constant in package wire", h)
 		}
 	}
-	if !doc.Optional[wire.Error] || len(doc.Optional) != 1 {
-		t.Errorf("optional headers %v; the document puts all but %s on every message", doc.Optional, wire.Error)
+	if !doc.Optional[wire.Error] || !doc.Optional[wire.Snoozes] || !doc.Optional[wire.Due] || len(doc.Optional) != 3 {
+		t.Errorf("optional headers %v; the document puts all but %s, %s and %s on every message", doc.Optional, wire.Error, wire.Snoozes, wire.Due)
 	}
 }
 

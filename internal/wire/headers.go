@@ -28,6 +28,9 @@ const (
 	// after a rung expiry the broker shows acemq.retry instead.
 	Exchange   = "x-acemq-exchange"
 	RoutingKey = "x-acemq-routing-key"
+	// Due is when a message sent through the delay queues is due, Unix
+	// milliseconds (int64).
+	Due = "x-acemq-due"
 	// Snoozes counts the times a handler put the message off without
 	// spending an attempt (int64); absent until the first snooze.
 	Snoozes = "x-acemq-snoozes"
