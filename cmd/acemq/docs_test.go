@@ -136,3 +136,29 @@ func TestDocsCommandsRun(t *testing.T) {
 		t.Errorf("found %d acemq commands and %d go runs in the docs; the scanner is broken", acemqs, goRuns)
 	}
 }
+
+// TestDocsShowEveryCommand: every command the usage lists is run in a
+// shell block of the docs, so TestDocsCommandsRun holds each to its docs.
+func TestDocsShowEveryCommand(t *testing.T) {
+	shown := map[string]bool{}
+	for _, c := range docCommands(t) {
+		if c.args[0] == "acemq" && len(c.args) > 1 {
+			shown[c.args[1]] = true
+		}
+	}
+	_, list, _ := strings.Cut(usage, "Commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	var n int
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue // a description's second line
+		}
+		n++
+		if name := strings.Fields(line)[0]; !shown[name] {
+			t.Errorf("no shell block of the docs runs acemq %s", name)
+		}
+	}
+	if n < 5 {
+		t.Errorf("found %d commands in the usage; the scanner is broken", n)
+	}
+}
