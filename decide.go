@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -144,7 +145,7 @@ func decideRetry(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 		}
 		w = p.WaitFor(d)
 	}
-	return q.wait(w, hop{to: q.name, attempt: env.Attempt + 1})
+	return q.wait(env, w, hop{to: q.name, attempt: env.Attempt + 1})
 }
 
 // decideSnooze puts the message off without spending an attempt, bounded
@@ -161,7 +162,7 @@ func decideSnooze(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 	if v, past := pastMaxAge(q, env, p, ageOf(env, now), d, "snooze", nil); past {
 		return v
 	}
-	v := q.wait(p.WaitFor(d), hop{to: q.name, attempt: env.Attempt, snoozes: env.Snoozes + 1})
+	v := q.wait(env, p.WaitFor(d), hop{to: q.name, attempt: env.Attempt, snoozes: env.Snoozes + 1})
 	v.snooze = true
 	return v
 }
@@ -182,9 +183,13 @@ func pastMaxAge(q *queueRun, env Envelope, p retry.Policy, age, d time.Duration,
 }
 
 // wait places a retry or snooze copy h where w says: on a rung or on the
-// delay queues when the server may use them, else held in the process.
-func (q *queueRun) wait(w retry.Wait, h hop) verdict {
+// delay queues when the server may use them, else held in the process. A
+// wait longer than the delay queues can carry gives up on the message now,
+// rather than fail to publish it again on every delivery.
+func (q *queueRun) wait(env Envelope, w retry.Wait, h hop) verdict {
 	switch {
+	case w.Where == retry.OnDelayQueues && q.delays && w.Delay > delay.Max:
+		return giveUp(q.deadLetter, env, fmt.Sprintf("asked to wait %s, longer than the delay queues' longest wait of %s", w.Delay, delay.Max), "wait_too_long")
 	case w.Where == retry.OnRung && q.declare:
 		h.to, h.rung, h.delay = retry.RungName(q.name, w.Delay), true, w.Delay
 		return verdict{settle: settleCopy, where: "broker", copy: h}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -78,6 +79,8 @@ func TestDecide(t *testing.T) {
 			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1h0m0s: a retry after 15m0s would come back 1h5m0s old: the warehouse is not answering"}}},
 		{name: "retry after with no policy", attempt: 1, answer: ack.RetryAfter(time.Minute, boom),
 			want: verdict{settle: settleCopy, cause: "no_policy", copy: hop{to: "orders.dlq", attempt: 1, reason: "retry requested but no retry policy is set, so one delivery is all it gets: the warehouse is not answering"}}},
+		{name: "a wait longer than the delay queues carry gives up now", policy: rungs, attempt: 1, answer: ack.RetryAfter(delay.Max+time.Second, boom),
+			want: verdict{settle: settleCopy, cause: "wait_too_long", copy: hop{to: "orders.dlq", attempt: 1, reason: "asked to wait " + (delay.Max + time.Second).String() + ", longer than the delay queues' longest wait of " + delay.Max.String()}}},
 		{name: "snooze keeps the attempt", policy: ladder, attempt: 2, answer: ack.Snooze(6 * time.Hour),
 			want: verdict{settle: settleCopy, where: "delays", snooze: true, copy: hop{to: "orders", attempt: 2, snoozes: 1, delayed: true, delay: 6 * time.Hour}}},
 		{name: "snooze on the last attempt and with no policy", attempt: 1, snoozes: 4, answer: ack.Snooze(time.Second),

@@ -51,7 +51,7 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	// Instrument creation fails only on an invalid name; ours are constants,
 	// and a failed instrument is a no-op one, so the errors are not fatal.
 	in.deadLettered, _ = m.Int64Counter(MetricDeadLettered,
-		metric.WithDescription("Messages given up on, by outcome (exhausted, too_old, rejected, no_policy, parked)."))
+		metric.WithDescription("Messages given up on, by outcome (exhausted, too_old, rejected, no_policy, parked, no_answer, unwritable, snooze_limit, wait_too_long)."))
 	in.setAsideFailed, _ = m.Int64Counter(MetricSetAsideFailed,
 		metric.WithDescription("Dead letters, parks and retries whose copy the broker refused (attribute why: missing, nacked, refused); the original is held and the copy tried again, or rejected to the queue's own dead-letter route."))
 	in.rungMissing, _ = m.Int64Counter(MetricRungMissing,

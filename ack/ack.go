@@ -75,7 +75,8 @@ func Retry(err error) Ack {
 // back past its maximum age gives up on it now. A wait at or over the
 // policy's broker-wait threshold is spent on the delay queues (package
 // delay), where it holds no consumer; a shorter one in the process. A
-// negative d is zero: the next attempt at once.
+// wait longer than the delay queues carry (delay.Max, about 388 days)
+// dead-letters the message. A negative d is zero: the next attempt at once.
 func RetryAfter(d time.Duration, err error) Ack {
 	a := Retry(err)
 	a.after, a.chosen = max(d, 0), true
@@ -141,7 +142,8 @@ func (a Ack) Reason() string { return a.reason }
 // Cause names plainly why the handler gave up on a message ("rejected",
 // "too_old", "parked"), the outcome attribute of
 // acemq.messages.dead.lettered.total; "" for the other outcomes. The server
-// adds its own: "exhausted", "no_policy", "no_answer".
+// adds its own: "exhausted", "no_policy", "no_answer", "snooze_limit" and
+// "wait_too_long" (a wait over the delay queues' longest, about 388 days).
 func (a Ack) Cause() string { return a.cause }
 
 // String reads like the outcome and its reason, for logs and test failures.
