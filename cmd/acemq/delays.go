@@ -91,16 +91,16 @@ queue did not exist when it was due (a server sends those round again every
 exit status is then 1: acemq topology --delays --apply declares them.
 
 With --peek N it also reads, with basic.get, up to N messages of each level
-queue and of `+delay.Undeliverable+`, and shows for each destination queue
-how many it found and the earliest and latest due time (x-acemq-due). It
+queue and of `+delay.Undeliverable+`, and shows for each
+destination queue how many it found and the earliest and latest due time (x-acemq-due). It
 holds the messages of a queue unacknowledged until it has read them all,
 then gives them all back (basic.reject, requeue), in the order taken:
 nothing is consumed. But each message peeked has its delivery count
 (x-delivery-count) raised by one, and RabbitMQ 4 dead-letters a quorum
 queue's message past its delivery limit (20 by default): for a level queue
 that means sending it down to the next level, delivering it early, and for
-`+delay.Undeliverable+` dropping it. So peek now and then, when something
-looks wrong; never in a loop. With a first N of each level it shows a
+`+delay.Undeliverable+` dropping it. So peek now and then, when
+something looks wrong; never in a loop. With a first N of each level it shows a
 sample, not all that waits.
 
 The level queues are read only where the broker gives returned messages

@@ -67,11 +67,11 @@ next one that declares it. Without retry flags there are no rungs.
 
 With --delays (implied by --on-delay-queues) it adds the delay queues, one
 set per vhost: 28 level exchanges and quorum queues `+delay.Level(0)+` to
-`+delay.Level(delay.Levels-1)+`, the exchange `+delay.Deliver+`, the exchange
-and queue `+delay.Undeliverable+`, and the bindings that walk a message down the
-levels; and, with --queue, the binding of Q to `+delay.Deliver+` that lets due
-messages reach it. --queue may then be left out, to declare the delay
-queues alone. On a broker before RabbitMQ 3.10 --apply declares them as
+`+delay.Level(delay.Levels-1)+`, the exchange `+delay.Deliver+`, the
+exchange and queue `+delay.Undeliverable+`, and the
+bindings that walk a message down the levels; and, with --queue, the
+binding of Q to `+delay.Deliver+` that lets due messages reach
+it. --queue may then be left out, to declare the delay queues alone. On a broker before RabbitMQ 3.10 --apply declares them as
 classic queues, as a server does (a node lost while messages wait on them
 loses those messages: docs/operators.md); delay queues that an older broker
 declared classic are kept so.
