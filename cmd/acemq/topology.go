@@ -71,10 +71,11 @@ set per vhost: 28 level exchanges and quorum queues `+delay.Level(0)+` to
 exchange and queue `+delay.Undeliverable+`, and the
 bindings that walk a message down the levels; and, with --queue, the
 binding of Q to `+delay.Deliver+` that lets due messages reach
-it. --queue may then be left out, to declare the delay queues alone. On a broker before RabbitMQ 3.10 --apply declares them as
-classic queues, as a server does (a node lost while messages wait on them
-loses those messages: docs/operators.md); delay queues that an older broker
-declared classic are kept so.
+it. --queue may then be left out, to declare the delay queues alone. On
+a broker before RabbitMQ 3.10 --apply declares them as classic queues, as
+a server does (a node lost while messages wait on them loses those
+messages: docs/operators.md); delay queues that an older broker declared
+classic are kept so.
 
 Examples:
   acemq topology --queue orders --attempts 5 --initial 10s --max 10m --apply
