@@ -1,0 +1,40 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/acemq/acemq/transport"
+	rabbitmq "github.com/acemq/acemq/transport/amqp"
+	"github.com/acemq/acemq/transport/memory"
+)
+
+// ErrTransportURL is what Dial returns for a URL whose scheme names no
+// transport. Its text quotes nothing of the URL, which may hold a password.
+var ErrTransportURL = errors.New("acemq: the transport URL's scheme is not amqp, amqps or memory (the URL is not shown, as it may hold a password)")
+
+// Dial returns the transport a URL names, so that a service configured
+// from its environment picks its broker by URL alone:
+//
+//   - amqp://user:password@host:5672/vhost and amqps://...: RabbitMQ, by
+//     transport/amqp's Dial with opts (the error never shows the password);
+//   - memory://name: a connection to the process's in-memory broker of that
+//     name (memory.Shared), made on first use, with its virtual clock: for
+//     tests and a laptop with no broker. opts do not apply.
+//
+// Close the transport when done; a memory broker outlives its connections.
+func Dial(ctx context.Context, url string, opts ...rabbitmq.Option) (transport.Transport, error) {
+	scheme, rest, ok := strings.Cut(url, "://")
+	switch {
+	case ok && strings.EqualFold(scheme, "memory"):
+		return memory.Shared(rest).Connect(), nil
+	case ok && (strings.EqualFold(scheme, "amqp") || strings.EqualFold(scheme, "amqps")):
+		t, err := rabbitmq.Dial(ctx, url, opts...)
+		if err != nil {
+			return nil, err // not a nil *Transport in a non-nil interface
+		}
+		return t, nil
+	}
+	return nil, ErrTransportURL
+}

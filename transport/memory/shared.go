@@ -1,0 +1,27 @@
+package memory
+
+import "sync"
+
+var shared struct {
+	mu      sync.Mutex
+	brokers map[string]*Broker
+}
+
+// Shared returns the process's broker of that name, made on first use: the
+// broker a "memory://name" URL names (acemq.Dial), so that a service and
+// its test configured with the same URL meet on one broker. It lives as
+// long as the process; a test that wants a broker of its own uses a name
+// of its own, or New.
+func Shared(name string) *Broker {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if b := shared.brokers[name]; b != nil {
+		return b
+	}
+	if shared.brokers == nil {
+		shared.brokers = map[string]*Broker{}
+	}
+	b := New()
+	shared.brokers[name] = b
+	return b
+}
