@@ -26,7 +26,9 @@ import (
 // measured as a user sees it: the passive declare of its destination
 // first, then the publish to a level exchange, whose quorum queue holds
 // it. Two more modes take that cost apart: plain publishes to a quorum
-// queue (what the level queue costs against a classic queue), and the
+// queue (what the level queue costs against a classic queue), aimed
+// publishes (a scheduled publish without its passive declare: the same
+// headers, routed by delay.Aim, straight to the transport), and the
 // passive declares alone.
 
 // The modes, in their default order.
@@ -34,10 +36,11 @@ const (
 	plainMode     = "plain"
 	scheduledMode = "scheduled"
 	quorumMode    = "quorum"
+	aimedMode     = "aimed"
 	inspectMode   = "inspect"
 )
 
-var allModes = []string{plainMode, scheduledMode, quorumMode, inspectMode}
+var allModes = []string{plainMode, scheduledMode, quorumMode, aimedMode, inspectMode}
 
 // quorumArgs are a level queue's arguments without its TTL and
 // dead-lettering: a quorum queue that only holds.
@@ -70,7 +73,7 @@ func parseScheduledFlags(args []string, stderr io.Writer) (scheduledConfig, erro
 	fs.IntVar(&c.window, "window", 64, "publishes awaiting a confirm at most")
 	fs.IntVar(&c.channels, "channels", 4, "confirm channels")
 	fs.IntVar(&c.bodySize, "body", 256, "body size in bytes (a JSON object)")
-	modes := fs.String("modes", strings.Join(allModes, ","), "modes to run: plain (confirmed publish to a classic queue), scheduled (the same with Delay), quorum (confirmed publish to a quorum queue), inspect (the passive declare alone)")
+	modes := fs.String("modes", strings.Join(allModes, ","), "modes to run: plain (confirmed publish to a classic queue), scheduled (the same with Delay), quorum (confirmed publish to a quorum queue), aimed (scheduled without the passive declare), inspect (the passive declare alone)")
 	fs.IntVar(&c.brokerPID, "broker-pid", 0, "the broker's process id, for its CPU time per message; 0 looks for it, -1 turns it off")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object per mode")
 	fs.BoolVar(&c.quiet, "q", false, "no progress lines on stderr")
@@ -254,6 +257,32 @@ func (e *schedEnv) runMode(ctx context.Context, mode string) (schedResult, error
 			_, err := p.Publish(ctx, o)
 			return err
 		}
+	case aimedMode:
+		holder = e.level
+		op = func(ctx context.Context, _ int) error {
+			id, now := newID(), time.Now()
+			pub := transport.Publishing{
+				RoutingKey: e.queue,
+				Mandatory:  true,
+				Headers: map[string]any{
+					acemq.HeaderID:         id,
+					acemq.HeaderAttempt:    int64(1),
+					acemq.HeaderCreated:    now.UnixMilli(),
+					acemq.HeaderExchange:   "",
+					acemq.HeaderRoutingKey: e.queue,
+				},
+				Properties: transport.Properties{ContentType: "application/json", DeliveryMode: 2, MessageID: id, Timestamp: now.Truncate(time.Second)},
+				Body:       e.body,
+			}
+			if _, err := delay.Aim(&pub, e.queue, e.cfg.delay, now); err != nil {
+				return err
+			}
+			c, err := tr.Publish(ctx, pub)
+			if err == nil && !c.Routed {
+				err = acemq.ErrUnroutable
+			}
+			return err
+		}
 	case inspectMode:
 		op = func(ctx context.Context, _ int) error {
 			_, err := tr.Inspect(ctx, e.queue)
@@ -319,8 +348,9 @@ type schedRow struct {
 
 // ratioBases are the modes each mode is compared with.
 var ratioBases = map[string][]string{
-	scheduledMode: {plainMode, quorumMode},
+	scheduledMode: {plainMode, quorumMode, aimedMode},
 	quorumMode:    {plainMode},
+	aimedMode:     {plainMode},
 	inspectMode:   {plainMode},
 }
 
