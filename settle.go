@@ -92,7 +92,7 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 		level := delayLevel(c.q.name, v.copy.delay)
 		c.e.inst.rungMissing.Add(context.Background(), 1, c.q.metrics.with(attribute.String("rung", level)))
 		c.e.log.Error("acemq: the delay queues are missing, so this wait is held in the process instead, where a restart cuts it short. "+
-			"Declare them: acemq topology --delays, or run the server with declare on",
+			"Declare them: acemq topology --delays --apply, or run the server with declare on",
 			zap.String("queue", c.q.name), zap.String("level", level), zap.Duration("wait", v.copy.delay), zap.String("id", m.ID()))
 		c.redeclare(level)
 		c.settle(d, m, v.inProcessInstead(c.q.name))

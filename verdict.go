@@ -1,0 +1,65 @@
+package acemq
+
+import (
+	"time"
+
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/retry"
+)
+
+// Verdict is what a server does with one delivery once its handler has
+// answered, as a value: what [Server.Decide] returns, so that a test can
+// hold a handler and a policy to the settlement without a broker.
+type Verdict struct {
+	// Settle is how the original delivery ends: "ack", "give back"
+	// (rejected with requeue, as it was) or "copy" (acknowledged once the
+	// copy below is confirmed).
+	Settle string
+	// To is the queue the copy goes to: the queue itself for a retry or a
+	// snooze, a rung, .dlq or .parked.
+	To string
+	// Attempt and Snoozes are the copy's x-acemq-attempt and
+	// x-acemq-snoozes.
+	Attempt, Snoozes int
+	// Wait is how long the copy waits before it is delivered, and Where
+	// where it waits.
+	Wait  time.Duration
+	Where retry.Where
+	// Reason is the copy's x-acemq-error: why it was given up on.
+	Reason string
+	// Cause names why it was given up on, as acemq.messages.dead.lettered
+	// counts it ("exhausted", "too_old", "rejected", ...); "" for a retry.
+	Cause string
+}
+
+// Decide returns the verdict this server would give a delivery from queue
+// with envelope env whose handler answered a, at now: the same decision
+// Run makes, without a transport. It assumes the server may declare and
+// the delay queues are there, unless the server's declare is off. Any
+// jitter of the policy applies, as it would in Run.
+func (s *Server) Decide(queue string, env Envelope, a ack.Ack, now time.Time) Verdict {
+	q := s.resolve(queue)
+	q.delays = q.declare
+	if env.Attempt < 1 {
+		env.Attempt = 1
+	}
+	v := decide(q, env, a, now)
+	switch v.settle {
+	case settleAck:
+		return Verdict{Settle: "ack"}
+	case settleGiveBack:
+		return Verdict{Settle: "give back"}
+	}
+	h := v.copy
+	out := Verdict{Settle: "copy", To: h.to, Attempt: h.attempt, Snoozes: h.snoozes, Reason: h.reason, Cause: v.cause, Wait: h.wait}
+	if out.Snoozes == 0 {
+		out.Snoozes = env.Snoozes // a copy carries the count on
+	}
+	switch {
+	case h.rung:
+		out.Wait, out.Where = h.delay, retry.OnRung
+	case h.delayed:
+		out.Wait, out.Where = h.delay, retry.OnDelayQueues
+	}
+	return out
+}
