@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,9 @@ type consumer struct {
 	mu      sync.Mutex // guards sub and workers, which a resubscribe replaces
 	sub     transport.Subscription
 	workers []*worker
+	// consuming is false while the broker has ended the consumer and the
+	// supervisor declares and consumes again: Server.CheckReady reads it.
+	consuming atomic.Bool
 }
 
 // work handles deliveries until the subscription's channel closes, the

@@ -77,8 +77,10 @@ func (e *engine) run(ctx context.Context) error {
 	}
 	e.failed = make(chan error, len(e.consumers))
 	for _, c := range e.consumers {
+		c.consuming.Store(true)
 		c.start()
 	}
+	e.srv.markReady()
 	defer e.watchHandlers()() // after the drain, when no handler of the engine's runs
 	var failure error
 	select {

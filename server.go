@@ -98,6 +98,9 @@ type Server struct {
 	closed  bool
 	run     *engine // the Run under way, or the last one
 
+	ready     chan struct{} // closed once Run has subscribed every queue; made by readyCh
+	readyOnce sync.Once
+
 	redeliverEvery time.Duration // RedeliverEvery unless a test sets it
 }
 

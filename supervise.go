@@ -60,6 +60,7 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.q.name, err)
 			return
 		}
+		c.consuming.Store(false)
 		c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
 			zap.String("queue", c.q.name), zap.Error(err))
 		if err := sub.Close(); err != nil { // its channel, and its connection if it has one of its own
@@ -75,6 +76,7 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		}
 		sub = next
 		alive = c.startWorkers(sub)
+		c.consuming.Store(true)
 	}
 }
 

@@ -215,6 +215,13 @@ type Versioned interface {
 	BrokerVersion(ctx context.Context) (product, version string, err error)
 }
 
+// Checker is implemented by transports that can say whether they are fit
+// to work now, for a readiness probe: connected, and not blocked by the
+// broker (a memory or disk alarm). Check returns nil when they are.
+type Checker interface {
+	Check() error
+}
+
 // Clocked is implemented by transports that carry their own clock; a server
 // on such a transport tells time by it.
 type Clocked interface {

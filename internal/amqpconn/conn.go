@@ -268,6 +268,25 @@ func (c *Conn) Blocked() (reason string, blocked bool) {
 	return "", false
 }
 
+// Check says whether the connection can work now: nil when it is open
+// and the broker does not block it; else what is wrong, in words that
+// quote no URL.
+func (c *Conn) Check() error {
+	c.mu.Lock()
+	cur, closed := c.cur, c.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("closed")
+	case cur == nil || cur.IsClosed():
+		return errors.New("not connected: reconnecting")
+	}
+	if reason, blocked := c.Blocked(); blocked {
+		return errors.New("blocked by the broker: " + reason)
+	}
+	return nil
+}
+
 // Generation counts the connections made so far, the first being 1.
 func (c *Conn) Generation() uint64 { return c.gen.Load() }
 

@@ -114,6 +114,24 @@ func (t *Transport) BrokerVersion(ctx context.Context) (product, version string,
 
 var _ transport.Versioned = (*Transport)(nil)
 
+// Check says whether the transport can work now: both of its shared
+// connections open and not blocked by the broker. (A queue that consumes
+// on a connection of its own is checked by the server's own readiness.)
+func (t *Transport) Check() error {
+	if t.isClosed() {
+		return transport.ErrClosed
+	}
+	if err := t.consume.Check(); err != nil {
+		return fmt.Errorf("acemq: consume connection: %w", err)
+	}
+	if err := t.publish.Check(); err != nil {
+		return fmt.Errorf("acemq: publish connection: %w", err)
+	}
+	return nil
+}
+
+var _ transport.Checker = (*Transport)(nil)
+
 // Inspect declares queue passively on a throwaway channel.
 func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueInfo, error) {
 	if t.isClosed() {

@@ -288,3 +288,15 @@ func (b *Broker) lookup(name string) (*queue, error) {
 	b.dispatch(q)
 	return q, nil
 }
+
+// Check says whether the connection can work: nil until it is closed.
+func (c *Conn) Check() error {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	if c.closed {
+		return transport.ErrClosed
+	}
+	return nil
+}
+
+var _ transport.Checker = (*Conn)(nil)
