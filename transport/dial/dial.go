@@ -1,4 +1,7 @@
-package acemq
+// Package dial returns the transport a URL names, so that a service
+// configured from its environment picks its broker, or the in-memory one
+// in a test, by URL alone.
+package dial
 
 import (
 	"context"
@@ -10,12 +13,11 @@ import (
 	"github.com/acemq/acemq/transport/memory"
 )
 
-// ErrTransportURL is what Dial returns for a URL whose scheme names no
+// ErrURL is what Transport returns for a URL whose scheme names no
 // transport. Its text quotes nothing of the URL, which may hold a password.
-var ErrTransportURL = errors.New("acemq: the transport URL's scheme is not amqp, amqps or memory (the URL is not shown, as it may hold a password)")
+var ErrURL = errors.New("acemq: the transport URL's scheme is not amqp, amqps or memory (the URL is not shown, as it may hold a password)")
 
-// Dial returns the transport a URL names, so that a service configured
-// from its environment picks its broker by URL alone:
+// Transport returns the transport a URL names:
 //
 //   - amqp://user:password@host:5672/vhost and amqps://...: RabbitMQ, by
 //     transport/amqp's Dial with opts (the error never shows the password);
@@ -24,7 +26,7 @@ var ErrTransportURL = errors.New("acemq: the transport URL's scheme is not amqp,
 //     tests and a laptop with no broker. opts do not apply.
 //
 // Close the transport when done; a memory broker outlives its connections.
-func Dial(ctx context.Context, url string, opts ...rabbitmq.Option) (transport.Transport, error) {
+func Transport(ctx context.Context, url string, opts ...rabbitmq.Option) (transport.Transport, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	switch {
 	case ok && strings.EqualFold(scheme, "memory"):
@@ -36,5 +38,5 @@ func Dial(ctx context.Context, url string, opts ...rabbitmq.Option) (transport.T
 		}
 		return t, nil
 	}
-	return nil, ErrTransportURL
+	return nil, ErrURL
 }

@@ -1,4 +1,4 @@
-package acemq_test
+package dial_test
 
 import (
 	"context"
@@ -6,24 +6,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/dial"
 )
 
-// TestDialMemory: two Dials of one memory:// URL meet on one broker; another
+// TestDialMemory: two dials of one memory:// URL meet on one broker; another
 // name is another broker.
 func TestDialMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, err := acemq.Dial(ctx, "memory://"+t.Name())
+	a, err := dial.Transport(ctx, "memory://"+t.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, _ := acemq.Dial(ctx, "MEMORY://"+t.Name())
+	b, _ := dial.Transport(ctx, "MEMORY://"+t.Name())
 	defer b.Close()
-	other, _ := acemq.Dial(ctx, "memory://"+t.Name()+".other")
+	other, _ := dial.Transport(ctx, "memory://"+t.Name()+".other")
 	defer other.Close()
 	if err := a.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "orders", Durable: true}}}); err != nil {
 		t.Fatal(err)
@@ -41,13 +41,13 @@ func TestDialMemory(t *testing.T) {
 func TestDialRefusesWithoutShowingTheURL(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"http://guest:s3cret@host/", "guest:s3cret@host:5672", "", "amqp:/guest:s3cret@host", "amqp://guest:s3cret@ho st:5672/%zz"} {
-		tr, err := acemq.Dial(context.Background(), u)
+		tr, err := dial.Transport(context.Background(), u)
 		if err == nil || tr != nil {
-			t.Errorf("Dial(%q) = %v, %v; want an error and no transport", u, tr, err)
+			t.Errorf("Transport(%q) = %v, %v; want an error and no transport", u, tr, err)
 			continue
 		}
 		if strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("Dial(%q) shows the password: %v", u, err)
+			t.Errorf("Transport(%q) shows the password: %v", u, err)
 		}
 	}
 }
@@ -56,13 +56,13 @@ func TestDialRefusesWithoutShowingTheURL(t *testing.T) {
 func TestDialRabbitMQ(t *testing.T) {
 	t.Parallel()
 	url := brokertest.SharedURL(t)
-	tr, err := acemq.Dial(context.Background(), url)
+	tr, err := dial.Transport(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	if _, ok := tr.(transport.Versioned); !ok {
-		t.Errorf("Dial(amqp://...) = %T, want the RabbitMQ transport", tr)
+		t.Errorf("Transport(amqp://...) = %T, want the RabbitMQ transport", tr)
 	}
 	if _, err := tr.Inspect(context.Background(), "acemq.dial-test.no-such-queue"); !errors.Is(err, transport.ErrNotFound) {
 		t.Errorf("Inspect = %v, want ErrNotFound from the broker", err)

@@ -8,7 +8,7 @@ var shared struct {
 }
 
 // Shared returns the process's broker of that name, made on first use: the
-// broker a "memory://name" URL names (acemq.Dial), so that a service and
+// broker a "memory://name" URL names (dial.Transport), so that a service and
 // its test configured with the same URL meet on one broker. It lives as
 // long as the process; a test that wants a broker of its own uses a name
 // of its own, or New.
