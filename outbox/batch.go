@@ -117,8 +117,11 @@ func (r *Relay) publish(ctx context.Context, x *row) (res result) {
 	switch {
 	case err == nil && c.Routed:
 		return result{outcome: published, confirmed: time.Now()}
+	case err == nil && r.cfg.unroutableOK[pub.Exchange]:
+		r.in.unroutable.Add(ctx, 1, r.in.dropped)
+		return result{outcome: published, confirmed: time.Now()}
 	case err == nil:
-		r.in.unroutable.Add(ctx, 1, r.in.add)
+		r.in.unroutable.Add(ctx, 1, r.in.kept)
 		return result{outcome: unroutable, err: errUnroutable}
 	case errors.Is(err, transport.ErrClosed), errors.Is(err, transport.ErrBlocked), ctx.Err() != nil:
 		// Nothing wrong with the message: the row is left as it was.

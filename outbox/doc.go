@@ -68,6 +68,12 @@
 // exists, it goes out. Watch the pending and oldest-age metrics, and
 // last_error, for rows that never will.
 //
+// The one exception is yours to name: events fanned out on an exchange
+// whose subscribers come and go, where reaching nobody is no mistake (a
+// topic before its first subscriber). [WithUnroutableOK] names such
+// exchanges; their unroutable messages are counted
+// (acemq.outbox.unroutable, dropped=true) and deleted.
+//
 // Rows are deleted as soon as their message is confirmed and routed, so
 // the table holds only what is still owed and needs no cleanup.
 //

@@ -38,6 +38,7 @@ type instruments struct {
 	record                     metric.RecordOption
 	observeOpt                 metric.ObserveOption
 	nacked, unconfirmed, other metric.AddOption
+	kept, dropped              metric.AddOption // unroutable: the row stays, or WithUnroutableOK deleted it
 }
 
 func newInstruments(mp metric.MeterProvider, table string) *instruments {
@@ -53,9 +54,9 @@ func newInstruments(mp metric.MeterProvider, table string) *instruments {
 	in.oldest, _ = m.Float64ObservableGauge(MetricOldestAge, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest row not yet published: how far behind the relays are."))
 	in.published, _ = m.Int64Counter(MetricPublished, metric.WithUnit("{message}"),
-		metric.WithDescription("Messages confirmed and routed by the broker and deleted from the outbox."))
+		metric.WithDescription("Messages confirmed (and routed, or to an exchange of WithUnroutableOK) by the broker and deleted from the outbox."))
 	in.unroutable, _ = m.Int64Counter(MetricUnroutable, metric.WithUnit("{message}"),
-		metric.WithDescription("Publishes that reached no queue; the row stays and is retried."))
+		metric.WithDescription("Publishes that reached no queue: dropped=false, the row stays and is retried; dropped=true, to an exchange of WithUnroutableOK, the row is deleted."))
 	in.failed, _ = m.Int64Counter(MetricFailed, metric.WithUnit("{message}"),
 		metric.WithDescription("Publishes nacked, unconfirmed or refused, by reason; the row stays and is retried."))
 	in.lag, _ = m.Float64Histogram(MetricLag, metric.WithUnit("s"),
@@ -67,6 +68,10 @@ func newInstruments(mp metric.MeterProvider, table string) *instruments {
 		return metric.WithAttributeSet(attribute.NewSet(t, attribute.String("reason", r)))
 	}
 	in.nacked, in.unconfirmed, in.other = reason("nacked"), reason("unconfirmed"), reason("error")
+	dropped := func(b bool) metric.AddOption {
+		return metric.WithAttributeSet(attribute.NewSet(t, attribute.Bool("dropped", b)))
+	}
+	in.kept, in.dropped = dropped(false), dropped(true)
 	return in
 }
 

@@ -55,6 +55,9 @@ type relayConfig struct {
 	stopTimeout time.Duration
 	logger      *zap.Logger
 	meters      metric.MeterProvider
+	// unroutableOK are the exchanges whose messages may reach no queue:
+	// events fanned out to whoever subscribes, none included.
+	unroutableOK map[string]bool
 }
 
 // WithTable names the outbox table, optionally schema-qualified
@@ -109,6 +112,17 @@ func WithStopTimeout(d time.Duration) RelayOption { return stopTimeoutOption(d) 
 // appear in what is logged.
 func WithLogger(l *zap.Logger) RelayOption { return loggerOption{l} }
 
+// WithUnroutableOK names exchanges whose messages may legitimately reach
+// no queue: events fanned out to whoever is bound, nobody included (a
+// topic before its first subscriber). Such a message, confirmed by the
+// broker and routed nowhere, counts as published: its row is deleted and
+// acemq.outbox.unroutable counts it with dropped=true, instead of staying
+// in the table for ever with "message reached no queue". Every other
+// message still must reach a queue. The default exchange cannot be named:
+// a message to it names a queue, and one that reaches none is a mistake
+// to keep.
+func WithUnroutableOK(exchanges ...string) RelayOption { return unroutableOption(exchanges) }
+
 // WithMeterProvider sets where the relay's metrics go (see "Metrics" in the
 // package documentation); a no-op provider unless given.
 func WithMeterProvider(mp metric.MeterProvider) RelayOption { return meterOption{mp} }
@@ -120,6 +134,17 @@ func (o tableOption) applyOutbox(c *config) { c.table = string(o) }
 type maxBodyOption int
 
 func (o maxBodyOption) applyOutbox(c *config) { c.maxBody = int(o) }
+
+type unroutableOption []string
+
+func (o unroutableOption) applyRelay(c *relayConfig) {
+	if c.unroutableOK == nil {
+		c.unroutableOK = map[string]bool{}
+	}
+	for _, x := range o {
+		c.unroutableOK[x] = true
+	}
+}
 
 type batchOption int
 

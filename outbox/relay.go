@@ -56,6 +56,8 @@ func NewRelay(o *Outbox, t transport.Transport, opts ...RelayOption) (*Relay, er
 		return nil, fmt.Errorf("acemq: outbox.NewRelay with a poll interval of %s; it must be positive", cfg.poll)
 	case cfg.backoffMin <= 0 || cfg.backoffMax < cfg.backoffMin:
 		return nil, fmt.Errorf("acemq: outbox.NewRelay with a backoff from %s to %s; want 0 < min <= max", cfg.backoffMin, cfg.backoffMax)
+	case cfg.unroutableOK[""]:
+		return nil, errors.New("acemq: outbox.NewRelay with WithUnroutableOK of the default exchange; its messages name a queue, and one that reaches none must be kept")
 	case cfg.stopTimeout <= 0:
 		return nil, fmt.Errorf("acemq: outbox.NewRelay with a stop timeout of %s; it must be positive", cfg.stopTimeout)
 	}
