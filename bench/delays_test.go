@@ -52,7 +52,7 @@ func TestSummarizeLateness(t *testing.T) {
 		{asked: 900 * time.Millisecond, wait: wait, published: t0, dueHeader: due.UnixMilli(), arrived: due.Add(-100 * time.Microsecond), deliveries: 1},
 		{asked: wait, wait: wait, published: t0, dueHeader: due.UnixMilli(), arrived: due.Add(20 * time.Millisecond), deliveries: 2},
 		{asked: wait, wait: wait, published: t0, arrived: due.Add(40 * time.Millisecond), deliveries: 1}, // no header
-		{asked: wait, wait: wait, published: t0},                                                        // missing
+		{asked: wait, wait: wait, published: t0}, // missing
 	}
 	s := summarizeLateness(latenessConfig{min: time.Second, max: 2 * time.Second}, latRun{recs: recs, foreign: 3})
 	if s.Early != 1 || s.Missing != 1 || s.Duplicates != 1 || s.NoHeader != 1 || s.Arrived != 3 || s.Foreign != 3 {
