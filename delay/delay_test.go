@@ -1,14 +1,17 @@
 package delay_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/memory"
 )
 
 // key spells n units in the 28 bit-words, then queue.
@@ -191,5 +194,119 @@ func TestTopology(t *testing.T) {
 	}
 	if len(top.Bindings) != 29 || len(top.ExchangeBindings) != 28 {
 		t.Errorf("%d bindings and %d exchange bindings, want 29 and 28", len(top.Bindings), len(top.ExchangeBindings))
+	}
+}
+
+// TestRouteToSeconds: the boundaries of whole powers of two seconds, the
+// levels of a layout of one level per second: 2^k s is 2^(k+3) units, on
+// level k+3; a second less tops at level k+2; up to the last whole second
+// under the maximum, and one past it refused.
+func TestRouteToSeconds(t *testing.T) {
+	t.Parallel()
+	for k := range 25 {
+		s := uint64(1) << k
+		for _, n := range []uint64{s - 1, s, s + 1} {
+			if n == 0 {
+				continue
+			}
+			r, err := delay.RouteTo("q", time.Duration(n)*time.Second)
+			if err != nil {
+				t.Fatalf("%d s: %v", n, err)
+			}
+			units := 8 * n
+			top := bits.Len64(units) - 1
+			if r.Exchange != delay.Level(top) || r.Key != key(units, "q") || r.Wait != time.Duration(n)*time.Second {
+				t.Errorf("%d s: %s %q after %v, want level %d, %d units", n, r.Exchange, r.Key, r.Wait, top, units)
+			}
+		}
+	}
+	if r, err := delay.RouteTo("q", (1<<25-1)*time.Second); err != nil || r.Exchange != delay.Level(27) {
+		t.Errorf("the last whole second under the maximum: %+v, %v", r, err)
+	}
+	if _, err := delay.RouteTo("q", 1<<25*time.Second); !errors.Is(err, delay.ErrTooLong) {
+		t.Errorf("2^25 s: %v, want ErrTooLong", err)
+	}
+}
+
+// TestDestination: the queue a key names is what follows exactly 28
+// bit-words; any other key, a foreign client's, names none, so that
+// Redeliver cannot be steered by a key acemq would never write.
+func TestDestination(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("q", delay.MaxQueueName)
+	words := func(n int) string { return strings.Repeat("0.", n) }
+	tests := []struct {
+		key, want string
+	}{
+		{key(0, "orders.created"), "orders.created"},
+		{key(1<<28-1, "q"), "q"},
+		{key(5, long), long},
+		{key(5, long+"q"), ""},
+		{"", ""},
+		{"1.q", ""},
+		{words(27) + "q", ""},
+		{words(27) + "0", ""},
+		{words(28), ""},
+		{words(27) + "2.q", ""},
+		{"x." + words(27) + "q", ""},
+		{words(27) + "1" + "q", ""},
+		{key(1, "#"), ""},
+		{key(1, "a.*"), ""},
+		{key(1, "*.a"), ""},
+		{key(1, "a*b"), "a*b"},
+		{key(1, "0.q"), "0.q"}, // a destination may start with a 0 word
+	}
+	for _, tt := range tests {
+		if got := delay.Destination(tt.key); got != tt.want {
+			t.Errorf("Destination(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}
+
+// TestRedeliverForeignKeys: what a foreign client leaves in the
+// undeliverable queue. A key naming no destination waits there for ever,
+// counted under "" on every pass; one whose destination is a queue that
+// exists goes straight to it, by the default exchange, whether or not
+// that queue is bound to the delay queues.
+func TestRedeliverForeignKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := memory.New()
+	t.Cleanup(func() { _ = b.Close() })
+	c := b.Connect()
+	if err := c.Declare(ctx, delay.Topology()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "unbound", Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"", "junk", key(0, "#"), key(0, "missing"), key(0, "unbound")} {
+		conf, err := c.Publish(ctx, transport.Publishing{Exchange: delay.Deliver, RoutingKey: k, Mandatory: true, Body: []byte(k)})
+		if err != nil || !conf.Routed {
+			t.Fatalf("publish %q: %+v, %v", k, conf, err)
+		}
+	}
+	if n := b.Depth(delay.Undeliverable); n != 5 {
+		t.Fatalf("%d undeliverable, want all 5", n)
+	}
+	for pass := range 2 {
+		r, err := delay.Redeliver(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"": 3, "missing": 1}
+		arrived := 1
+		if pass > 0 {
+			arrived = 0
+		}
+		if r.Arrived != arrived || fmt.Sprint(r.Waiting) != fmt.Sprint(want) {
+			t.Errorf("pass %d: %+v, want %d arrived and waiting %v", pass, r, arrived, want)
+		}
+		if n := b.Depth(delay.Undeliverable); n != 4 {
+			t.Errorf("pass %d: %d undeliverable, want 4", pass, n)
+		}
+	}
+	if got := b.Peek("unbound"); len(got) != 1 || got[0].RoutingKey != "unbound" || got[0].Exchange != "" {
+		t.Errorf("unbound holds %v", got)
 	}
 }
