@@ -90,8 +90,9 @@ type queueRun struct {
 	declare     bool // declare its topology and publish to rungs
 	delays      bool // the delay queues are there, and can deliver to this queue
 	args        map[string]any
-	deadLetter  string // name.dlq
-	parked      string // name.parked
+	bindings    []Binding // to exchanges, declared with the topology
+	deadLetter  string    // name.dlq
+	parked      string    // name.parked
 	metrics     *queueMetrics
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/logging"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -39,14 +40,10 @@ type engine struct {
 // newEngine captures the server's settings; it does no I/O and starts
 // nothing, so a Shutdown can find the engine before it has declared.
 func newEngine(s *Server) *engine {
-	log := s.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
 	return &engine{
 		t:               s.Transport,
 		handler:         s.Handler,
-		log:             log,
+		log:             logging.Or(s.Logger),
 		clock:           clockOf(s.Transport, s.Clock),
 		inst:            newInstruments(s.MeterProvider),
 		publishTimeout:  s.publishTimeout(),
@@ -144,6 +141,11 @@ func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
 func (e *engine) declare(ctx context.Context, q *queueRun) error {
 	if err := e.t.Declare(ctx, Topology(q.name, q.policy, q.args)); err != nil {
 		return fmt.Errorf("acemq: declare topology of queue %s: %w", q.name, err)
+	}
+	if len(q.bindings) > 0 {
+		if err := e.t.Declare(ctx, q.subscriptions()); err != nil {
+			return fmt.Errorf("acemq: declare the bindings of queue %s: %w", q.name, err)
+		}
 	}
 	if q.delays {
 		return e.bindDelays(ctx, q)

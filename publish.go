@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
@@ -82,6 +83,32 @@ type Publisher struct {
 	// so the consumer's span joins the producer's trace. Nil is W3C trace
 	// context.
 	Propagator propagation.TextMapPropagator
+	// Codec encodes the values PublishValue is given; nil is codec.JSON.
+	Codec codec.Codec
+}
+
+// PublishValue publishes v encoded with the publisher's Codec, with the
+// codec's content type unless o sets one: the typed way to publish an
+// event or a command, read on the other side by acemq.Decoded with the
+// same codec. o.Body must be empty. A value the codec refuses is an error
+// and nothing is published.
+func (p *Publisher) PublishValue(ctx context.Context, o Outgoing, v any) (PublishResult, error) {
+	if o.Body != nil {
+		return PublishResult{}, errors.New("acemq: PublishValue with a Body as well as a value; set one")
+	}
+	c := p.Codec
+	if c == nil {
+		c = codec.JSON
+	}
+	body, err := c.Marshal(v)
+	if err != nil {
+		return PublishResult{}, fmt.Errorf("acemq: publish to %q: encode %T: %w", o.RoutingKey, v, err)
+	}
+	o.Body = body
+	if o.ContentType == "" {
+		o.ContentType = c.ContentType()
+	}
+	return p.Publish(ctx, o)
 }
 
 // Publish stamps the wire contract's headers (id, attempt 1, creation time),

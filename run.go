@@ -34,6 +34,11 @@ func (s *Server) queueRuns() ([]*queueRun, error) {
 	runs := make([]*queueRun, len(names))
 	for i, name := range names {
 		runs[i] = s.resolve(name)
+		for j, b := range runs[i].bindings {
+			if err := b.check(); err != nil {
+				return nil, fmt.Errorf("acemq: Server.Queues[%q].Bindings[%d]: %v", name, j, err)
+			}
+		}
 	}
 	return runs, nil
 }
@@ -47,6 +52,7 @@ func (s *Server) resolve(name string) *queueRun {
 		policy:     c.Retry,
 		declare:    !c.NoDeclare && !s.NoDeclare,
 		args:       c.Args,
+		bindings:   c.Bindings,
 		deadLetter: DeadLetterQueue(name),
 		parked:     ParkedQueue(name),
 		metrics:    newQueueMetrics(name),

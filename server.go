@@ -50,6 +50,9 @@ type QueueConfig struct {
 	// Args are the queue's own declaration arguments, for example
 	// {"x-queue-type": "quorum"}.
 	Args map[string]any
+	// Bindings subscribe the queue to exchanges (publish and subscribe):
+	// declared, with the exchanges, as part of the queue's topology.
+	Bindings []Binding
 }
 
 // Server consumes every queue its Handler names and settles what the handler
@@ -85,7 +88,10 @@ type Server struct {
 	// that does not come in time is an unknown outcome and the original is
 	// given back to the broker. Default 30 s.
 	PublishTimeout time.Duration
-	// Logger defaults to zap.NewNop().
+	// Logger is where the server logs; [FromSlog] makes one of a
+	// *slog.Logger. Without one, warnings and errors (a message given up
+	// on, a missing rung, a refused copy) go to slog.Default();
+	// zap.NewNop() logs nothing.
 	Logger *zap.Logger
 	// MeterProvider defaults to a no-op one.
 	MeterProvider metric.MeterProvider
