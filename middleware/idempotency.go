@@ -14,6 +14,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/logging"
 )
 
 // MetricDuplicates counts the messages [Idempotent] accepted without calling
@@ -47,8 +48,8 @@ type idempotentOptionFunc func(*idempotentConfig)
 func (f idempotentOptionFunc) applyIdempotent(c *idempotentConfig) { f(c) }
 
 // WithIdempotencyLogger sets where [Idempotent] writes its debug line per
-// duplicate and its errors for a failed Confirm or Release; by default
-// nowhere.
+// duplicate and its errors for a failed Confirm or Release; by default the
+// errors go to slog.Default(), and zap.NewNop() logs nothing.
 func WithIdempotencyLogger(log *zap.Logger) IdempotentOption {
 	return idempotentOptionFunc(func(c *idempotentConfig) { c.log = log })
 }
@@ -128,13 +129,11 @@ func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middlew
 	if store == nil {
 		panic("acemq: middleware.Idempotent with a nil store")
 	}
-	cfg := idempotentConfig{log: zap.NewNop(), mp: noop.NewMeterProvider()}
+	cfg := idempotentConfig{mp: noop.NewMeterProvider()}
 	for _, o := range opts {
 		o.applyIdempotent(&cfg)
 	}
-	if cfg.log == nil {
-		cfg.log = zap.NewNop()
-	}
+	cfg.log = logging.Or(cfg.log)
 	if cfg.mp == nil {
 		cfg.mp = noop.NewMeterProvider()
 	}

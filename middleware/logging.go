@@ -9,17 +9,17 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/logging"
 )
 
 // Logging writes one line per message with its queue, id, attempt, outcome
 // and duration: at debug level for an accept, at info for a retry or a
 // requeue, at warn for a dead letter or a park, with the reason. The server
-// logs separately, at warn, each message it actually gave up on. A nil log
-// is a no-op.
+// logs separately, at warn, each message it actually gave up on, and at
+// info each retry and snooze with its wait and where it waits. A nil log
+// writes the warnings to slog.Default(); zap.NewNop() logs nothing.
 func Logging(log *zap.Logger) acemq.Middleware {
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log = logging.Or(log)
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
 			began := time.Now()

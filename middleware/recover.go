@@ -9,6 +9,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/logging"
 )
 
 // PanicError is the failure a recovered panic becomes.
@@ -23,11 +24,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("acemq: handler panicke
 // it: the panic becomes a retry whose error is a [*PanicError] carrying the
 // stack, logged at error level with the message's id. It is not needed for
 // safety: the server recovers every panic itself and retries the message
-// (see the package doc). log may be nil.
+// (see the package doc). A nil log writes the panic to slog.Default().
 func Recover(log *zap.Logger) acemq.Middleware {
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log = logging.Or(log)
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) (a ack.Ack) {
 			defer func() {

@@ -106,10 +106,11 @@ func WithBackoff(min, max time.Duration) RelayOption { return backoffOption{min,
 // with the same id.
 func WithStopTimeout(d time.Duration) RelayOption { return stopTimeoutOption(d) }
 
-// WithLogger sets the relay's logger; nothing is logged unless given.
-// Failed publishes are logged at Warn, lost database connections and
-// transactions that could not record a publish at Error. Passwords never
-// appear in what is logged.
+// WithLogger sets the relay's logger; acemq.FromSlog makes one of a
+// *slog.Logger. Failed publishes are logged at Warn, lost database
+// connections and transactions that could not record a publish at Error;
+// without a logger these go to slog.Default(), and zap.NewNop() logs
+// nothing. Passwords never appear in what is logged.
 func WithLogger(l *zap.Logger) RelayOption { return loggerOption{l} }
 
 // WithUnroutableOK names exchanges whose messages may legitimately reach

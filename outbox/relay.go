@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	ibackoff "github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/internal/logging"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -61,11 +62,7 @@ func NewRelay(o *Outbox, t transport.Transport, opts ...RelayOption) (*Relay, er
 	case cfg.stopTimeout <= 0:
 		return nil, fmt.Errorf("acemq: outbox.NewRelay with a stop timeout of %s; it must be positive", cfg.stopTimeout)
 	}
-	log := cfg.logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("outbox", o.Table()))
+	log := logging.Or(cfg.logger).With(zap.String("outbox", o.Table()))
 	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters, o.Table())}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/internal/logging"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 )
@@ -48,7 +49,7 @@ type Config struct {
 	DialTimeout time.Duration
 	// Backoff spaces the reconnect attempts.
 	Backoff Backoff
-	// Logger receives connection events; nil means no logging.
+	// Logger receives connection events; nil means logging.Or's default.
 	Logger *zap.Logger
 	// OnConnect runs after every reconnect, before the connection is handed
 	// out (transport/amqp re-declares topology there). Its context ends at
@@ -101,9 +102,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 			return nil, err // in words that quote none of it
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
+	cfg.Logger = logging.Or(cfg.Logger)
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 30 * time.Second
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/internal/logging"
 	"go.uber.org/zap"
 )
 
@@ -44,7 +45,7 @@ func defaultConfig(url string) config {
 	return config{
 		urls:           []string{url},
 		name:           "acemq",
-		logger:         zap.NewNop(),
+		logger:         logging.Or(nil),
 		backoff:        amqpconn.DefaultBackoff,
 		dialTimeout:    30 * time.Second,
 		channels:       DefaultPublishChannels,
@@ -75,8 +76,9 @@ func WithTLS(cfg *tls.Config) Option {
 }
 
 // WithLogger sets the logger for connection events (lost, blocked,
-// reconnected, re-declaration failures). The default discards them.
-// Passwords never appear in what is logged.
+// reconnected, re-declaration failures); acemq.FromSlog makes one of a
+// *slog.Logger. Without it, warnings and errors go to slog.Default();
+// zap.NewNop() logs nothing. Passwords never appear in what is logged.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
