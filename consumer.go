@@ -85,7 +85,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	if !w.end() {
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",
-			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Duration("took", took))
+			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
 		return false
 	}
 	if isClosed(c.e.stop.cut) { // it returned as the deadline cancelled it

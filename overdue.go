@@ -51,7 +51,7 @@ func (e *engine) expireHandlers(now time.Time) {
 			if m, cancel := w.expire(now, e.handlerTimeout); m != nil {
 				e.overdue.add(c.q.name, m.ID())
 				e.log.Warn("acemq: a handler ran past the handler timeout; its context is cancelled. Should the broker redeliver its message (consumer_timeout), it is dead-lettered rather than run again",
-					zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.Duration("timeout", e.handlerTimeout))
+					zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.Stringer("timeout", e.handlerTimeout))
 				cancel()
 			}
 		}

@@ -31,7 +31,7 @@ func (c *consumer) refused(d transport.Delivery, m *Message, v verdict, r publis
 	if c.q.hasOwnDeadLetterRoute() {
 		c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is rejected to the queue's own dead-letter route", fields...)
 		if err := d.Reject(false); err != nil {
-			c.e.log.Debug("acemq: reject", zap.String("queue", c.q.name), zap.Error(err))
+			c.e.log.Debug("acemq: reject", zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Error(err))
 		}
 		return
 	}
@@ -52,7 +52,7 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 	for n := 0; ; n++ {
 		if backoff.Sleep(context.Background(), nil, heldBackoff.Delay(n), c.e.stop.cancelled) != nil {
 			c.e.log.Warn("acemq: stopping; a held original goes back to the broker, its copy still refused",
-				append(c.hopFields(m, v), zap.Duration("held_for", time.Since(since)))...)
+				append(c.hopFields(m, v), zap.Stringer("held_for", time.Since(since)))...)
 			c.giveBack(d)
 			return
 		}
@@ -62,7 +62,7 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 		switch r, _ := c.publishOnce(m, d, v.copy); r {
 		case copyRouted, copyUnknown:
 			if r == copyRouted {
-				c.e.log.Info("acemq: a held copy was placed", append(c.hopFields(m, v), zap.Duration("held_for", time.Since(since)))...)
+				c.e.log.Info("acemq: a held copy was placed", append(c.hopFields(m, v), zap.Stringer("held_for", time.Since(since)))...)
 			}
 			c.conclude(d, m, v, r)
 			return
@@ -74,7 +74,7 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 		}
 		if n%10 == 9 {
 			c.e.log.Warn("acemq: a copy is still refused; the original stays held", append(c.hopFields(m, v),
-				zap.String("why", why), zap.Time("held_since", since), zap.Duration("held_for", time.Since(since)))...)
+				zap.String("why", why), zap.Time("held_since", since), zap.Stringer("held_for", time.Since(since)))...)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/internal/wire"
+	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -27,7 +28,7 @@ func (c *consumer) settle(d transport.Delivery, m *Message, v verdict) {
 		c.giveBack(d)
 	default:
 		if v.where == "process" { // a broker wait counts once the broker took it
-			c.count(v)
+			c.count(m, v)
 		}
 		if v.copy.wait > 0 {
 			c.hold(d, m, v)
@@ -74,7 +75,7 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 			c.e.log.Warn("acemq: message given up on", zap.String("queue", c.q.name), zap.String("id", m.ID()),
 				zap.Int("attempt", m.Attempt()), zap.String("outcome", v.cause), zap.String("to", v.copy.to), zap.String("reason", v.copy.reason))
 		case v.where == "broker" || v.where == "delays":
-			c.count(v)
+			c.count(m, v)
 		case v.stamp:
 			c.e.inst.stamped.Add(context.Background(), 1, c.q.metrics.queueAdd...)
 			c.e.log.Info("acemq: a message with no id of its own was published again with one, so that its deliveries share it",
@@ -85,7 +86,7 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 		c.e.inst.rungMissing.Add(context.Background(), 1, c.q.metrics.with(attribute.String("rung", v.copy.to)))
 		c.e.log.Error("acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
 			"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
-			zap.String("queue", c.q.name), zap.String("rung", v.copy.to), zap.Duration("wait", v.copy.delay), zap.String("id", m.ID()))
+			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("rung", v.copy.to), zap.Stringer("wait", v.copy.delay))
 		c.redeclare(v.copy.to)
 		c.settle(d, m, v.inProcessInstead(c.q.name))
 	case r == copyUnroutable && v.copy.delayed:
@@ -93,7 +94,7 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r publi
 		c.e.inst.rungMissing.Add(context.Background(), 1, c.q.metrics.with(attribute.String("rung", level)))
 		c.e.log.Error("acemq: the delay queues are missing, so this wait is held in the process instead, where a restart cuts it short. "+
 			"Declare them: acemq topology --delays --apply, or run the server with declare on",
-			zap.String("queue", c.q.name), zap.String("level", level), zap.Duration("wait", v.copy.delay), zap.String("id", m.ID()))
+			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("level", level), zap.Stringer("wait", v.copy.delay))
 		c.redeclare(level)
 		c.settle(d, m, v.inProcessInstead(c.q.name))
 	case r == copyUnknown || r == copyBlocked:
@@ -231,13 +232,29 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (publish
 	case h.delayed && errors.Is(err, transport.ErrNotFound): // the level's exchange
 		return copyUnroutable, err
 	default:
-		c.e.log.Warn("acemq: republish", zap.String("queue", c.q.name), zap.String("to", h.to), zap.Error(err))
+		c.e.log.Warn("acemq: republish", zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("to", h.to), zap.Error(err))
 		return copyUnknown, err
 	}
 }
 
-// count counts a retry scheduled, by where it waits, or a snooze.
-func (c *consumer) count(v verdict) {
+// count counts a retry scheduled, by where it waits, or a snooze, and
+// logs it with its wait and where it waits.
+func (c *consumer) count(m *Message, v verdict) {
+	wait, where := v.copy.wait, retry.InProcess
+	switch v.where {
+	case "broker":
+		wait, where = v.copy.delay, retry.OnRung
+	case "delays":
+		wait, where = v.copy.delay, retry.OnDelayQueues
+	}
+	what := "acemq: retry scheduled"
+	if v.snooze {
+		what = "acemq: snoozed"
+	}
+	if ce := c.e.log.Check(zap.InfoLevel, what); ce != nil {
+		ce.Write(zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()),
+			zap.Stringer("wait", wait), zap.Stringer("where", where), zap.String("to", v.copy.to))
+	}
 	if v.snooze {
 		c.e.inst.snoozed.Add(context.Background(), 1, c.q.metrics.retries(v.where)...)
 		return
@@ -263,6 +280,6 @@ func (c *consumer) ack(d transport.Delivery, m *Message) {
 
 func (c *consumer) giveBack(d transport.Delivery) {
 	if err := d.Reject(true); err != nil {
-		c.e.log.Debug("acemq: give back", zap.String("queue", c.q.name), zap.Error(err))
+		c.e.log.Debug("acemq: give back", zap.String("queue", c.q.name), zap.String("id", EnvelopeOf(d).ID), zap.Error(err))
 	}
 }

@@ -34,7 +34,10 @@ func Logging(log *zap.Logger) acemq.Middleware {
 			if ce := log.Check(level, "acemq: handled"); ce != nil {
 				fields := []zap.Field{
 					zap.String("queue", m.Queue()), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()),
-					zap.String("outcome", a.Outcome().String()), zap.Duration("took", time.Since(began)),
+					zap.String("outcome", a.Outcome().String()), zap.Stringer("took", time.Since(began)),
+				}
+				if d, ok := a.After(); ok {
+					fields = append(fields, zap.Stringer("after", d)) // the wait the handler chose
 				}
 				if a.Err() != nil {
 					fields = append(fields, zap.Error(a.Err()))

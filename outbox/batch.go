@@ -158,7 +158,7 @@ func (r *Relay) settle(ctx context.Context, b *claimed, results []result) error 
 			seqs, errs, delays = append(seqs, x.seq), append(errs, lastError(res.err)), append(delays, wait.Microseconds())
 			r.log.Warn("outbox message not published; it stays and will be retried",
 				zap.Int64("seq", x.seq), zap.String("id", x.id), zap.String("exchange", x.exchange), zap.String("routing_key", x.key),
-				zap.Int32("attempts", min(x.attempts, math.MaxInt32-1)+1), zap.Duration("retry_in", wait), zap.Error(res.err))
+				zap.Int32("attempts", min(x.attempts, math.MaxInt32-1)+1), zap.Stringer("retry_in", wait), zap.Error(res.err))
 		case untouched:
 			switch {
 			case errors.Is(res.err, transport.ErrClosed):

@@ -26,7 +26,7 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 		}
 		wait := backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures)
 		r.log.Warn("outbox relay lost its LISTEN connection; polling until it is back",
-			zap.Error(err), zap.Duration("retry_in", wait))
+			zap.Error(err), zap.Stringer("retry_in", wait))
 		if ibackoff.Sleep(ctx, nil, wait, nil) != nil {
 			return
 		}

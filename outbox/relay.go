@@ -124,7 +124,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case err != nil:
 			wait := backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures-1)
 			r.log.Error("outbox relay batch failed; retrying", zap.Error(err),
-				zap.Int("failures", failures), zap.Duration("retry_in", wait))
+				zap.Int("failures", failures), zap.Stringer("retry_in", wait))
 			_ = ibackoff.Sleep(ctx, nil, wait, nil) // a notification does not cut a backoff short
 		case !more:
 			_ = ibackoff.Sleep(ctx, nil, r.cfg.poll, wake)

@@ -355,7 +355,7 @@ func (c *Conn) supervise(conn *amqp.Connection) {
 			short = 0
 		}
 		c.log.Warn("acemq: connection lost, reconnecting", append(closeFields(reason, c.cfg.URLs),
-			zap.Duration("lived", lived), zap.Int("short_lived_in_a_row", short))...)
+			zap.Stringer("lived", lived), zap.Int("short_lived_in_a_row", short))...)
 		// The first short life may be bad luck (connections closed by an
 		// operator); from the second in a row each one doubles the wait.
 		if conn = c.reconnect(max(short-1, 0)); conn == nil {
@@ -425,7 +425,7 @@ func (c *Conn) reconnect(from int) *amqp.Connection {
 		wait := c.cfg.Backoff.Delay(from + attempt)
 		if from > 0 && attempt == 0 {
 			c.log.Warn("acemq: the connection died soon after opening again; reconnecting more slowly",
-				zap.Duration("healthy_after", c.cfg.HealthyAfter), zap.Duration("wait", wait))
+				zap.Stringer("healthy_after", c.cfg.HealthyAfter), zap.Stringer("wait", wait))
 		}
 		if backoff.Sleep(c.ctx, nil, wait, nil) != nil {
 			return nil
