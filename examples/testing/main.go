@@ -1,6 +1,7 @@
 // Command testing is a small reminder service whose handler is tested, in
-// main_test.go, with the memory transport: the test walks a five-minute
-// retry ladder in milliseconds by advancing the transport's virtual clock.
+// main_test.go, with package acemqtest: the test walks a five-minute retry
+// ladder in milliseconds on the memory transport's virtual clock, jitter
+// and all, with no sleep and no harness of its own.
 //
 //	go test ./examples/testing
 //	go run ./examples/testing
@@ -40,8 +41,9 @@ var ErrNoSuchUser = errors.New("no such user")
 const Queue = "reminders"
 
 // Policy is the service's ladder: 20s, 40s, 1m20s, 2m40s — five minutes in
-// all, the last three waits on rung queues in the broker.
-var Policy = retry.Exponential(5, 20*time.Second, 5*time.Minute).WithJitter(0)
+// all, the first wait held in the process (jittered ±20%), the last three
+// on rung queues in the broker.
+var Policy = retry.Exponential(5, 20*time.Second, 5*time.Minute)
 
 // NewMux wires the handler the way the service runs it.
 func NewMux(mail Mailer) *acemq.Mux {
@@ -81,7 +83,11 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-srv.Ready(): // subscribed: the message will not wait for a consumer
+		case <-ctx.Done():
+			return
+		}
 		pub := &acemq.Publisher{Transport: conn, Mandatory: true}
 		if _, err := pub.Publish(ctx, acemq.Outgoing{RoutingKey: Queue, Body: []byte(`{"user":"ada","text":"standup at ten"}`)}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
