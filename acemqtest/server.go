@@ -59,13 +59,16 @@ const wait = 10 * time.Second
 
 // NewServer runs srv (nil for a zero acemq.Server) with handler h on a new
 // memory broker and returns once Run has declared the topology and
-// subscribed every queue of h, so that a test publishes only to a server
-// that is listening. srv keeps the settings the test gave it (Retry,
-// Queues, Concurrency, ...); its Transport must be nil, and its Handler
-// nil or h. The test's cleanup shuts the server down, with a deadline,
-// and fails the test if Run returned an error other than
-// acemq.ErrServerClosed (a handler the deadline cut off is
-// acemq.ErrCutOff: a test that leaves a handler blocked fails).
+// subscribed every queue of h (srv.Ready), so that a test publishes only
+// to a server that is listening. srv keeps the settings the test gave it
+// (Retry, Queues, Concurrency, ...); its Transport and Clock must be nil,
+// and its Handler nil or h. Without a Logger of its own, its warnings and
+// errors go to the test's log.
+//
+// The test's cleanup shuts the server down, by srv.ShutdownTimeout or
+// within 10 s, and fails the test if Run returned an error other than
+// acemq.ErrServerClosed: a test that leaves a handler blocked fails with
+// acemq.ErrCutOff.
 func NewServer(tb testing.TB, h acemq.Handler, srv *acemq.Server, opts ...Option) *Server {
 	tb.Helper()
 	var cfg config
