@@ -56,8 +56,11 @@
 // with real backoff (not ready, so not quiet), and due messages whose
 // queue was missing are sent round every acemq.RedeliverEvery (10 s) from
 // acemq.delay.v1.undeliverable: idle does not wait for those. Quiet also
-// assumes the server and its handlers are all that sleep on the broker's
-// clock: another goroutine's After would be counted as the server's.
+// assumes that every After pending on the broker's clock belongs to an
+// unsettled delivery: another goroutine asleep on it would be counted as
+// the server's, and a handler still asleep on it after the broker took its
+// delivery back (memory.WithConsumerTimeout) is one too many, so the
+// server is not quiet until the wait fails the test.
 //
 // # Faults and limits
 //
