@@ -212,17 +212,17 @@ func privateDelays(t *testing.T, tr transport.Transport, prefix string) func(str
 		return out
 	}
 	var top transport.Topology
-	real := delay.Topology()
-	for _, x := range real.Exchanges {
+	full := delay.Topology()
+	for _, x := range full.Exchanges {
 		top.Exchanges = append(top.Exchanges, transport.Exchange{Name: rename(x.Name), Kind: x.Kind, Durable: true, Args: args(x.Args)})
 	}
-	for _, q := range real.Queues {
+	for _, q := range full.Queues {
 		top.Queues = append(top.Queues, transport.Queue{Name: rename(q.Name), Durable: true, Args: args(q.Args)})
 	}
-	for _, b := range real.Bindings {
+	for _, b := range full.Bindings {
 		top.Bindings = append(top.Bindings, transport.Binding{Queue: rename(b.Queue), Exchange: rename(b.Exchange), Key: b.Key})
 	}
-	for _, b := range real.ExchangeBindings {
+	for _, b := range full.ExchangeBindings {
 		top.ExchangeBindings = append(top.ExchangeBindings, transport.ExchangeBinding{Destination: rename(b.Destination), Source: rename(b.Source), Key: b.Key})
 	}
 	if err := tr.Declare(context.Background(), top); err != nil {
