@@ -171,6 +171,10 @@ func deathHeaders(m *message, queue, reason string, now time.Time) map[string]an
 			entry = maps.Clone(match)
 			entry["count"] = count + 1
 		}
+		// RabbitMQ 3.10 groups the old entries by queue and reason in a
+		// fold that prepends, so those behind the new one come out
+		// reversed: deaths on 1, 2, 3, 4 read 4, 2, 1, 3.
+		slices.Reverse(others)
 		h["x-death"] = append([]any{entry}, others...)
 	}
 	return h

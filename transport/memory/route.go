@@ -199,9 +199,17 @@ func (x *exchange) queues(keys []string) []*queue {
 
 // topicMatch reports whether routing key key matches binding pattern
 // pattern: words separated by dots, * standing for one word and # for zero
-// or more.
+// or more. An empty key or pattern is no words at all, as RabbitMQ reads
+// it: "" matches "#" and "", never "*".
 func topicMatch(pattern, key string) bool {
-	return matchWords(strings.Split(pattern, "."), strings.Split(key, "."))
+	return matchWords(topicWords(pattern), topicWords(key))
+}
+
+func topicWords(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ".")
 }
 
 func matchWords(p, k []string) bool {
