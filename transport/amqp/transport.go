@@ -25,6 +25,7 @@ type Transport struct {
 	pub     *publisher
 	topo    topologies
 	get     *getter
+	inspect inspectors
 
 	mu         sync.Mutex
 	closed     bool
@@ -132,23 +133,6 @@ func (t *Transport) Check() error {
 
 var _ transport.Checker = (*Transport)(nil)
 
-// Inspect declares queue passively on a throwaway channel.
-func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueInfo, error) {
-	if t.isClosed() {
-		return transport.QueueInfo{}, transport.ErrClosed
-	}
-	ch, err := t.consume.Channel(ctx)
-	if err != nil {
-		return transport.QueueInfo{}, fmt.Errorf("acemq: inspect queue %q: %w", queue, classify(err))
-	}
-	defer closeChannel(ch)
-	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
-	if err != nil {
-		return transport.QueueInfo{}, fmt.Errorf("acemq: inspect queue %q: %w", queue, classify(err))
-	}
-	return transport.QueueInfo{Name: q.Name, Messages: q.Messages, Consumers: q.Consumers}, nil
-}
-
 // Publish sends p on a confirm-mode channel and waits for the broker's
 // confirm. See transport.Transport for the outcomes. Routed is false only
 // for a mandatory publish that reached no queue: without Mandatory the
@@ -205,6 +189,7 @@ func (t *Transport) Close() error {
 		s.release(true) // its acks before its connection goes, or they are redelivered
 	}
 	t.pub.close()
+	t.inspect.close()
 	errs := []error{t.consume.Close(), t.publish.Close()}
 	t.pub.waitRetired()
 	t.wg.Wait()
