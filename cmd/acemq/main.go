@@ -62,6 +62,7 @@ Commands:
              --delays adds the delay queues
   delays     show what waits on the delay queues: messages per level, the
              undeliverable ones, and with --peek, per destination, when due
+  version    print the version of acemq this binary was built from
 
 Run "acemq <command> --help" for a command's flags.
 The broker URL is --url, or $ACEMQ_AMQP_URL. Passwords are never printed.
@@ -97,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func
 		"replay":   a.replay,
 		"topology": a.topology,
 		"delays":   a.delays,
+		"version":  a.version,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":
