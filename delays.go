@@ -149,12 +149,19 @@ func (e *engine) delayable(q *queueRun) bool {
 	return true
 }
 
-// redeliverDue sends the due messages whose destination was missing round
-// again every RedeliverEvery, until the stop is requested. It runs on the
+// redeliverDue sends the due messages for the server's own queues whose
+// queue was missing round again every RedeliverEvery, until the stop is
+// requested; those for other queues are left to whoever serves them. It runs on the
 // wall clock, not the engine's: a destination comes back in real time,
 // also under a memory broker whose virtual clock stands still (the level
 // queues' waits are the ones that move with it).
-func (e *engine) redeliverDue() {
+func (e *engine) redeliverDue(queues []*queueRun) {
+	var own []string
+	for _, q := range queues {
+		if q.delays {
+			own = append(own, q.name)
+		}
+	}
 	arrived := metric.WithAttributes(attribute.String("result", "arrived"))
 	waiting := metric.WithAttributes(attribute.String("result", "waiting"))
 	every := cmp.Or(e.srv.redeliverEvery, RedeliverEvery)
@@ -165,7 +172,7 @@ func (e *engine) redeliverDue() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.publishTimeout)
-		r, err := delay.Redeliver(ctx, e.t)
+		r, err := delay.Redeliver(ctx, e.t, delay.Only(own...))
 		cancel()
 		if r.Arrived > 0 {
 			e.inst.redelivered.Add(context.Background(), int64(r.Arrived), arrived)

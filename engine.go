@@ -130,7 +130,7 @@ func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
 		e.consumers = append(e.consumers, &consumer{e: e, q: q, sub: sub})
 	}
 	if delays {
-		e.spawn(e.redeliverDue)
+		e.spawn(func() { e.redeliverDue(queues) })
 	}
 	return nil
 }

@@ -310,3 +310,35 @@ func TestRedeliverForeignKeys(t *testing.T) {
 		t.Errorf("unbound holds %v", got)
 	}
 }
+
+// TestRedeliverOnly: a server's redelivery moves only the messages for its
+// own queues; one for another existing queue is put back to wait, so a
+// client that may publish to the delay exchanges cannot have the server
+// put a message into any queue of the vhost.
+func TestRedeliverOnly(t *testing.T) {
+	t.Parallel()
+	b := memory.New()
+	defer b.Close()
+	c := b.Connect()
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Declare(ctx, delay.Topology()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: "mine", Durable: true}, {Name: "payroll", Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"mine", "payroll"} { // neither bound: both land undeliverable
+		r, _ := delay.RouteTo(q, 0)
+		if _, err := c.Publish(ctx, transport.Publishing{Exchange: r.Exchange, RoutingKey: r.Key, Mandatory: true, Body: []byte(q)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := delay.Redeliver(ctx, c, delay.Only("mine"))
+	if err != nil || r.Arrived != 1 || r.Skipped != 1 || len(r.Waiting) != 0 {
+		t.Fatalf("Redeliver(Only mine) = %+v, %v", r, err)
+	}
+	if b.Depth("mine") != 1 || b.Depth("payroll") != 0 || b.Depth(delay.Undeliverable) != 1 {
+		t.Errorf("mine %d, payroll %d, undeliverable %d; want 1, 0, 1", b.Depth("mine"), b.Depth("payroll"), b.Depth(delay.Undeliverable))
+	}
+}

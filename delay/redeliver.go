@@ -17,6 +17,31 @@ type Redelivery struct {
 	// A routing key that names no destination (a foreign client's) counts
 	// under "".
 	Waiting map[string]int
+	// Skipped is how many messages were for a queue [Only] left out: put
+	// back to wait, for whoever serves that queue.
+	Skipped int
+}
+
+// RedeliverOption adjusts [Redeliver].
+type RedeliverOption func(*redeliverConfig)
+
+type redeliverConfig struct{ only map[string]bool }
+
+// Only limits a Redeliver to messages for these queues; the others are put
+// back to wait, untouched, for whoever serves their queue. A server passes
+// its own queues: Redeliver publishes by the default exchange, which
+// reaches any queue, so without this a client allowed to publish to the
+// delay exchanges could have a server put a message into any queue of the
+// vhost, not only those bound to the delay queues.
+func Only(queues ...string) RedeliverOption {
+	return func(c *redeliverConfig) {
+		if c.only == nil {
+			c.only = map[string]bool{}
+		}
+		for _, q := range queues {
+			c.only[q] = true
+		}
+	}
 }
 
 // Redeliver sends every message waiting in the Undeliverable queue on to
@@ -32,7 +57,11 @@ type Redelivery struct {
 // properties (wire.Forward), and published (confirmed, mandatory) before
 // the original is acked: at worst a crash between the two delivers a
 // message twice, never zero times.
-func Redeliver(ctx context.Context, t transport.Transport) (Redelivery, error) {
+func Redeliver(ctx context.Context, t transport.Transport, opts ...RedeliverOption) (Redelivery, error) {
+	var cfg redeliverConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	r := Redelivery{Waiting: map[string]int{}}
 	info, err := t.Inspect(ctx, Undeliverable)
 	if err != nil {
@@ -44,6 +73,10 @@ func Redeliver(ctx context.Context, t transport.Transport) (Redelivery, error) {
 			return r, err
 		}
 		to := Destination(d.RoutingKey)
+		skip := cfg.only != nil && !cfg.only[to]
+		if skip {
+			to = "" // back to wait, untouched
+		}
 		arrived, err := forward(ctx, t, d, to)
 		if err != nil {
 			_ = d.Reject(true)
@@ -52,9 +85,12 @@ func Redeliver(ctx context.Context, t transport.Transport) (Redelivery, error) {
 		if err := d.Ack(); err != nil {
 			return r, fmt.Errorf("acemq: redeliver: ack: %w", err)
 		}
-		if arrived {
+		switch {
+		case arrived:
 			r.Arrived++
-		} else {
+		case skip:
+			r.Skipped++
+		default:
 			r.Waiting[to]++
 		}
 	}
