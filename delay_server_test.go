@@ -238,12 +238,3 @@ func TestDueWhileTheQueueIsGone(t *testing.T) {
 		t.Errorf("%d undeliverable, want payroll's 1 still waiting", n)
 	}
 }
-
-func mustBind(t *testing.T, queue string) transport.Binding {
-	t.Helper()
-	b, err := delay.Bind(queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
