@@ -53,15 +53,13 @@ func startOn(t *testing.T, broker *memory.Broker, srv *acemq.Server, handlers ma
 	srv.Logger = zap.New(core)
 	srv.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
 	go func() { f.runErr <- srv.Run(context.Background()) }()
-	// Run has declared and subscribed once every queue has a consumer.
-	f.eventually("the server subscribes", func() bool {
-		for q := range handlers {
-			if info, err := f.conn.Inspect(context.Background(), q); err != nil || info.Consumers == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	select {
+	case <-srv.Ready(): // declared and subscribed every queue
+	case err := <-f.runErr:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not subscribe in 10s")
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
