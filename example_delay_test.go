@@ -38,10 +38,7 @@ func Example_snoozeAndRetryAfter() {
 	srv := &acemq.Server{Transport: conn, Handler: mux, Retry: retry.Exponential(5, time.Second, time.Minute)}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(context.Background()) }()
-	waitFor(func() bool {
-		info, _ := conn.Inspect(context.Background(), "reminders")
-		return info.Consumers == 1
-	})
+	<-srv.Ready() // declared and subscribed
 
 	pub := &acemq.Publisher{Transport: conn, Mandatory: true}
 	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "reminders", Body: []byte("call ada"), Delay: 24 * time.Hour}); err != nil {

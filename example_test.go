@@ -62,10 +62,7 @@ func ExampleServer() {
 	srv := &acemq.Server{Transport: conn, Handler: mux, Retry: policy}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(context.Background()) }()
-	waitFor(func() bool {
-		info, _ := conn.Inspect(context.Background(), "shipping.orders")
-		return info.Consumers == 1
-	})
+	<-srv.Ready() // declared and subscribed
 
 	pub := &acemq.Publisher{Transport: conn, Mandatory: true}
 	pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "shipping.orders", Body: []byte(`{"id":1}`)})

@@ -374,10 +374,7 @@ func TestWorkQueueDeletedUnderTheServer(t *testing.T) {
 	srv := &acemq.Server{Transport: conn, Handler: acceptMux("q"), NoDeclare: true}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(context.Background()) }()
-	waitFor(func() bool {
-		info, err := conn.Inspect(context.Background(), "q")
-		return err == nil && info.Consumers == 1
-	})
+	<-srv.Ready()
 	broker.DeleteQueue("q")
 	select {
 	case err := <-runErr:

@@ -89,10 +89,11 @@ func (r *rabbit) serve(tr transport.Transport, queue string, srv *acemq.Server, 
 			r.t.Errorf("Run: %v", err)
 		}
 	})
-	r.eventually("the server consumes "+queue, func() bool {
-		info, err := tr.Inspect(context.Background(), queue)
-		return err == nil && info.Consumers > 0
-	})
+	select {
+	case <-srv.Ready():
+	case <-time.After(15 * time.Second):
+		r.t.Fatalf("the server did not subscribe to %s in 15s", queue)
+	}
 }
 
 func (r *rabbit) publish(queue, body string) acemq.PublishResult {
