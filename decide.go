@@ -91,6 +91,7 @@ type queueRun struct {
 	delays      bool // the delay queues are there, and can deliver to this queue
 	args        map[string]any
 	bindings    []Binding // to exchanges, declared with the topology
+	strict      bool      // a delivery limit below the attempts stops Run
 	deadLetter  string    // name.dlq
 	parked      string    // name.parked
 	metrics     *queueMetrics

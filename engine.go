@@ -106,7 +106,11 @@ func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
 	if err != nil {
 		return err
 	}
+	major := e.brokerMajor(ctx)
 	for _, q := range queues {
+		if err := e.checkDeliveryLimit(q, major); err != nil {
+			return err
+		}
 		q.delays = delays && e.delayable(q)
 		if !q.declare {
 			if rungs := q.policy.BrokerRungs(); len(rungs) > 0 {

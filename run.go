@@ -34,6 +34,11 @@ func (s *Server) queueRuns() ([]*queueRun, error) {
 	runs := make([]*queueRun, len(names))
 	for i, name := range names {
 		runs[i] = s.resolve(name)
+		args, err := deliveryLimitArgs(name, s.Queues[name])
+		if err != nil {
+			return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
+		}
+		runs[i].args = args
 		for j, b := range runs[i].bindings {
 			if err := b.check(); err != nil {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q].Bindings[%d]: %v", name, j, err)
@@ -53,6 +58,7 @@ func (s *Server) resolve(name string) *queueRun {
 		declare:    !c.NoDeclare && !s.NoDeclare,
 		args:       c.Args,
 		bindings:   c.Bindings,
+		strict:     c.StrictDeliveryLimit,
 		deadLetter: DeadLetterQueue(name),
 		parked:     ParkedQueue(name),
 		metrics:    newQueueMetrics(name),

@@ -53,6 +53,22 @@ type QueueConfig struct {
 	// Bindings subscribe the queue to exchanges (publish and subscribe):
 	// declared, with the exchanges, as part of the queue's topology.
 	Bindings []Binding
+	// DeliveryLimit, above zero, declares the queue with the broker's own
+	// limit on how often one message is delivered (x-delivery-limit), and
+	// the route a message past it takes: into Q.dlq through acemq.dlx, at
+	// least once (x-dead-letter-strategy at-least-once, x-overflow
+	// reject-publish). The queue must be a quorum queue (Args
+	// x-queue-type quorum). Retries are republished copies, each counted
+	// afresh, so the limit bounds the redeliveries of one attempt: a
+	// handler that crashes the process, shutdowns that give messages back,
+	// the broker's consumer_timeout. RabbitMQ 4 gives every quorum queue a
+	// limit of 20 unless set; without a route, a message past it is
+	// dropped. A limit in Args without x-dead-letter-exchange is refused
+	// at start-up: never half a declaration.
+	DeliveryLimit int
+	// StrictDeliveryLimit makes a delivery limit below the retry policy's
+	// attempts an error at start-up instead of a warning.
+	StrictDeliveryLimit bool
 }
 
 // Server consumes every queue its Handler names and settles what the handler

@@ -1,0 +1,62 @@
+package acemq_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/retry"
+)
+
+// TestRabbitDeliveryLimit: on RabbitMQ 3.10 the server declares the quorum
+// queue with its limit and route (read back with rabbitmqctl), and a
+// message given back more often than the limit lands in .dlq with the
+// broker's x-death, not dropped.
+func TestRabbitDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	r := newRabbit(t)
+	vhost := brokertest.Env(t, "ACEMQ_AMQP_VHOST")
+	q := r.queue()
+	t.Cleanup(func() {
+		for _, n := range []string{q, q + ".dlq", q + ".parked"} {
+			_, _ = r.admin.QueueDelete(n, false, false, false)
+		}
+	})
+	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(3, 0), Queues: map[string]acemq.QueueConfig{
+		q: {DeliveryLimit: 2, Args: map[string]any{"x-queue-type": "quorum"}},
+	}}, always(ack.Requeue()))
+
+	cmd := exec.Command("rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "arguments")
+	cmd.Env = append(os.Environ(), "RABBITMQ_NODENAME=rabbit@localhost")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl: %v\n%s", err, out)
+	}
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, q+"\t") {
+			line = l
+		}
+	}
+	for _, want := range []string{`{"x-delivery-limit",long,2}`, `{"x-dead-letter-exchange",longstr,<<"acemq.dlx">>}`,
+		`{"x-dead-letter-routing-key",longstr,<<"` + q + `">>}`, `{"x-dead-letter-strategy",longstr,<<"at-least-once">>}`,
+		`{"x-overflow",longstr,<<"reject-publish">>}`, `{"x-queue-type",longstr,<<"quorum">>}`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("rabbitmqctl shows %s as %q; want %s in it", q, line, want)
+		}
+	}
+
+	r.publish(q, "{}")
+	d := r.take(q + ".dlq")
+	deaths, _ := d.Headers["x-death"].([]any)
+	if len(deaths) == 0 {
+		t.Fatalf("dead letter without x-death: %v", d.Headers)
+	}
+	if e, _ := deaths[0].(map[string]any); e["reason"] != "delivery_limit" || e["queue"] != q {
+		t.Errorf("x-death %v", deaths[0])
+	}
+}
