@@ -60,3 +60,29 @@ func TestRabbitDeliveryLimit(t *testing.T) {
 		t.Errorf("x-death %v", deaths[0])
 	}
 }
+
+// TestRabbitDeliveryLimitChecks: on RabbitMQ too, half a declaration is
+// refused before anything is declared, and a limit below the attempts
+// stops a strict server.
+func TestRabbitDeliveryLimitChecks(t *testing.T) {
+	t.Parallel()
+	r := newRabbit(t)
+	q := r.queue()
+	mux := acemq.NewMux()
+	mux.Handle(q, always(ack.Accept()))
+	for _, tt := range []struct {
+		c    acemq.QueueConfig
+		want string
+	}{
+		{acemq.QueueConfig{Args: map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 3}}, "with no x-dead-letter-exchange"},
+		{acemq.QueueConfig{DeliveryLimit: 2, StrictDeliveryLimit: true, Args: map[string]any{"x-queue-type": "quorum"}}, "delivery limit of 2, below the 4 attempts"},
+	} {
+		srv := &acemq.Server{Transport: r.tr, Handler: mux, Retry: retry.Fixed(4, 0), Queues: map[string]acemq.QueueConfig{q: tt.c}}
+		if err := srv.Run(t.Context()); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Run = %v, want %q", err, tt.want)
+		}
+	}
+	if _, err := r.tr.Inspect(t.Context(), q); err == nil {
+		t.Errorf("%s was declared by a refused start", q)
+	}
+}
