@@ -23,8 +23,10 @@ type inspectors struct {
 	gen  uint64 // the connection generation idle belongs to
 }
 
-// maxIdleInspectors bounds the idle channels kept.
-const maxIdleInspectors = 4
+// maxIdleInspectors bounds the idle channels kept: enough for as many
+// concurrent publishers as a service usually runs, few against
+// RabbitMQ's default limit of 2047 channels a connection.
+const maxIdleInspectors = 32
 
 // take returns an idle channel of conn's current connection, or opens one.
 func (p *inspectors) take(ctx context.Context, conn *amqpconn.Conn) (*amqp.Channel, error) {
