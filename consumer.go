@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/ack"
@@ -72,32 +73,39 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // and the worker is no longer the engine's.
 func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	m := newMessage(d, c.e.clock.Now)
+	pctx, span := c.startProcess(d, m)
 	if d.Redelivered && c.e.overdue.take(c.q.name, m.ID()) {
-		c.settle(d, m, overdue(c.q, m.env, c.e.handlerTimeout))
+		c.settle(d, m, settling{verdict: overdue(c.q, m.env, c.e.handlerTimeout), ctx: pctx})
 		return true
 	}
 	ctx := c.e.handlerCtx
 	qm := c.q.metrics
 	c.e.inst.inFlight.Add(ctx, 1, qm.queueAdd...)
 	began := time.Now()
-	a := c.serve(w.begin(d, m, began), m)
+	hctx := w.begin(d, m, began)
+	if span.SpanContext().IsValid() { // the handler's own spans are children of it
+		hctx = trace.ContextWithSpan(hctx, span)
+	}
+	a := c.serve(hctx, m)
 	took := time.Since(began)
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
+	answered(span, a)
+	s := settling{ctx: pctx, took: took, ran: true}
 	if !w.end() {
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
+		c.finish(m, s, outcomeGivenBack)
 		return false
 	}
 	if isClosed(c.e.stop.cut) { // it returned as the deadline cancelled it
 		c.e.stop.cutHandlers.Add(1)
 		c.logCut(m)
+		c.finish(m, s, outcomeGivenBack)
 		c.giveBack(d) // the broker redelivers it
 		return true
 	}
-	o := min(int(a.Outcome()), len(qm.handled)-1)
-	c.e.inst.handled.Add(ctx, 1, qm.handled[o]...)
-	c.e.inst.duration.Record(ctx, took.Seconds(), qm.duration[o]...)
-	c.settle(d, m, decide(c.q, m.env, a, c.e.clock.Now()))
+	s.verdict = decide(c.q, m.env, a, c.e.clock.Now())
+	c.settle(d, m, s)
 	return true
 }
 

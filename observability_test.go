@@ -2,126 +2,631 @@ package acemq_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
-	"github.com/acemq/acemq/middleware"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/memory"
 )
 
-// tracedServer returns a handler wrapped in Tracing and the recorder of its
-// spans.
-func traced(h acemq.Handler) (acemq.Handler, *tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+// tracing returns a tracer provider that records every span, shut down
+// when the test ends.
+func tracing(t testing.TB) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	return middleware.Tracing(middleware.WithTracerProvider(tp))(h), rec, tp
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return rec, tp
 }
 
-// publishInSpan publishes under a producer span and returns it.
-func publishInSpan(t *testing.T, tp trace.TracerProvider, tr transport.Transport, queue string) trace.SpanContext {
-	t.Helper()
-	ctx, span := tp.Tracer("producer").Start(context.Background(), queue+" publish", trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
-	if _, err := (&acemq.Publisher{Transport: tr, Mandatory: true}).Publish(ctx, acemq.Outgoing{RoutingKey: queue, Body: []byte("{}")}); err != nil {
-		t.Fatal(err)
-	}
-	return span.SpanContext()
-}
-
-// consumerSpans counts the consumer spans that ended: one per attempt. The
-// producer's span ends too, as soon as Publish returns, so it is not
-// counted.
-func consumerSpans(rec *tracetest.SpanRecorder) int {
-	n := 0
+// named returns the ended spans called name, in the order they started.
+func named(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
-		if s.SpanKind() == trace.SpanKindConsumer {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	return out
+}
+
+// started counts the spans called name that started, ended or not.
+func started(rec *tracetest.SpanRecorder, name string) int {
+	n := 0
+	for _, s := range rec.Started() {
+		if s.Name() == name {
 			n++
 		}
 	}
 	return n
 }
 
-// checkTrace asserts every consumer span is a child of the producer's span,
-// one per attempt, with the messaging attributes.
-func checkTrace(t *testing.T, rec *tracetest.SpanRecorder, producer trace.SpanContext, queue string, outcomes []string) {
+// attr returns a span's attribute, the zero value when it has none.
+func attr(s sdktrace.ReadOnlySpan, key string) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// publishRaw publishes as a foreign producer would: straight to the
+// transport, with an id and no trace context.
+func publishRaw(t *testing.T, tr transport.Transport, queue, id string) {
 	t.Helper()
-	var consumers []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.SpanKind() == trace.SpanKindConsumer {
-			consumers = append(consumers, s)
-		}
-	}
-	if len(consumers) != len(outcomes) {
-		t.Fatalf("%d consumer spans, want %d", len(consumers), len(outcomes))
-	}
-	for i, s := range consumers {
-		attrs := attribute.NewSet(s.Attributes()...)
-		get := func(k string) attribute.Value { v, _ := attrs.Value(attribute.Key(k)); return v }
-		if s.Parent().SpanID() != producer.SpanID() || s.SpanContext().TraceID() != producer.TraceID() {
-			t.Errorf("attempt %d is not in the producer's trace", i+1)
-		}
-		if get("acemq.attempt").AsInt64() != int64(i+1) || get("acemq.outcome").AsString() != outcomes[i] ||
-			get("messaging.destination.name").AsString() != queue || get("messaging.system").AsString() != "rabbitmq" {
-			t.Errorf("attempt %d attributes %v", i+1, s.Attributes())
-		}
+	p := transport.Publishing{RoutingKey: queue, Mandatory: true, Body: []byte("{}"),
+		Headers: map[string]any{acemq.HeaderID: id, acemq.HeaderAttempt: int64(1)}}
+	if _, err := tr.Publish(context.Background(), p); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// TestObservabilityOfAMessageRetriedThenDeadLettered: a message retried
-// twice then dead-lettered yields one trace and the family's metrics.
-func TestObservabilityOfAMessageRetriedThenDeadLettered(t *testing.T) {
+// traceparent is the W3C header of a span context.
+func traceparent(sc trace.SpanContext) string {
+	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+}
+
+// TestFiveAttemptsOneTrace is issue 17's trace: a message published with
+// no trace context, retried four times and dead-lettered as exhausted,
+// is one trace of five process spans. Each retry's copy is published
+// under a producer span, a child of the attempt's process span, and
+// carries that span's context, so the next attempt's process span is its
+// child; the last one ends with what the server did, not what the handler
+// said.
+func TestFiveAttemptsOneTrace(t *testing.T) {
 	t.Parallel()
-	h, rec, tp := traced(always(ack.Retry(errBoom)))
-	f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second)}, map[string]acemq.Handler{"orders": h})
-	producer := publishInSpan(t, tp, f.conn, "orders")
-	f.eventually("attempt 1", func() bool { return consumerSpans(rec) == 1 })
-	f.advance(1, time.Second)
-	f.eventually("attempt 2", func() bool { return consumerSpans(rec) == 2 })
-	f.advance(1, time.Second)
-	f.only("orders.dlq")
-	checkTrace(t, rec, producer, "orders", []string{"retry", "retry", "retry"})
-	for _, c := range []struct {
-		name  string
-		attrs map[string]string
-		want  int64
-	}{
-		{acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "retry"}, 3},
-		{acemq.MetricRetries, map[string]string{"queue": "orders", "where": "process"}, 2},
-		{acemq.MetricDeadLettered, map[string]string{"queue": "orders", "outcome": "exhausted"}, 1},
-		{acemq.MetricSetAsideFailed, nil, 0},
-		{acemq.MetricRungMissing, nil, 0},
-	} {
-		if got := f.counter(c.name, c.attrs); got != c.want {
-			t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
+	rec, tp := tracing(t)
+	f := start(t, &acemq.Server{Retry: retry.Fixed(5, time.Second), TracerProvider: tp},
+		map[string]acemq.Handler{"orders": always(ack.Retry(errBoom))})
+	publishRaw(t, f.conn, "orders", "order-1")
+	for k := 1; k < 5; k++ {
+		f.eventually(fmt.Sprintf("attempt %d", k), func() bool { return started(rec, "process orders") == k })
+		f.advance(1, time.Second)
+	}
+	dead := f.only("orders.dlq")
+	f.eventually("five process spans ended", func() bool { return len(named(rec, "process orders")) == 5 })
+
+	process := named(rec, "process orders")
+	copies := named(rec, "publish orders")
+	if len(copies) != 4 {
+		t.Fatalf("%d producer spans of retries, want 4", len(copies))
+	}
+	traceID := process[0].SpanContext().TraceID()
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID() != traceID {
+			t.Errorf("span %q is in trace %s, not %s", s.Name(), s.SpanContext().TraceID(), traceID)
 		}
 	}
-	if got := f.logs.FilterMessage("acemq: message given up on").FilterField(zapString("reason", "exhausted 3 attempts: the warehouse is not answering")).Len(); got != 1 {
-		t.Errorf("%d give-up log lines with the reason, want 1", got)
+	if process[0].Parent().IsValid() {
+		t.Errorf("attempt 1 has a parent %v; it published no context", process[0].Parent())
+	}
+	for i, s := range process {
+		if s.SpanKind() != trace.SpanKindConsumer {
+			t.Errorf("span %d: kind %v", i, s.SpanKind())
+		}
+		if got := attr(s, "acemq.attempt").AsInt64(); got != int64(i+1) {
+			t.Errorf("span %d: attempt %d", i, got)
+		}
+		if got := attr(s, "acemq.answer").AsString(); got != "retry" {
+			t.Errorf("span %d: answer %q, want retry", i, got)
+		}
+		if i == 0 {
+			continue
+		}
+		hop := copies[i-1]
+		if s.Parent().SpanID() != hop.SpanContext().SpanID() || hop.Parent().SpanID() != process[i-1].SpanContext().SpanID() {
+			t.Errorf("attempt %d is not the child of attempt %d's copy", i+1, i)
+		}
+		if len(s.Links()) != 1 || s.Links()[0].SpanContext.SpanID() != hop.SpanContext().SpanID() {
+			t.Errorf("attempt %d links %v, want its creation context", i+1, s.Links())
+		}
+		prev := process[i-1]
+		if attr(prev, "acemq.outcome").AsString() != "retry" || attr(prev, "acemq.where").AsString() != "process" ||
+			attr(prev, "acemq.wait").AsFloat64() != 1 || attr(prev, "acemq.to").AsString() != "orders" {
+			t.Errorf("attempt %d attributes %v", i, prev.Attributes())
+		}
+		if attr(hop, "acemq.attempt").AsInt64() != int64(i+1) || hop.SpanKind() != trace.SpanKindProducer {
+			t.Errorf("copy %d: %v %v", i, hop.SpanKind(), hop.Attributes())
+		}
+	}
+	last := process[4]
+	if got := attr(last, "acemq.outcome").AsString(); got != "exhausted" {
+		t.Errorf("the last span's outcome is %q, want exhausted", got)
+	}
+	if last.Status().Code != codes.Error || attr(last, "error.type").AsString() != "exhausted" ||
+		!strings.HasPrefix(attr(last, "acemq.reason").AsString(), "exhausted 5 attempts") || attr(last, "acemq.to").AsString() != "orders.dlq" {
+		t.Errorf("the last span: status %v, attributes %v", last.Status(), last.Attributes())
+	}
+	dlq := named(rec, "publish orders.dlq")
+	if len(dlq) != 1 || dlq[0].Parent().SpanID() != last.SpanContext().SpanID() {
+		t.Fatalf("dead letter's producer spans %v", dlq)
+	}
+	if got, want := dead.Headers["traceparent"], traceparent(dlq[0].SpanContext()); got != want {
+		t.Errorf("the dead letter carries traceparent %v, want %s", got, want)
+	}
+	if got := f.counter(acemq.MetricDeadLettered, map[string]string{"queue": "orders", "outcome": "exhausted"}); got != 1 {
+		t.Errorf("dead.lettered{exhausted} = %d", got)
+	}
+	f.eventually("handled: four retries and one exhausted", func() bool {
+		return f.counter(acemq.MetricHandled, map[string]string{"outcome": "retry"}) == 4 &&
+			f.counter(acemq.MetricHandled, map[string]string{"outcome": "exhausted"}) == 1
+	})
+	if got := f.logs.FilterMessage("acemq: message given up on").FilterField(zapString("outcome", "exhausted")).Len(); got != 1 {
+		t.Errorf("%d give-up log lines with outcome exhausted, want 1", got)
 	}
 }
 
-// TestTraceContinuesOnRabbitMQ: the headers carry the producer's trace
-// through a real broker, and through a rung.
+// TestProcessSpanConventions: the names and attributes of the current
+// messaging semantic conventions, on the producer span of Publish and the
+// process span it is the parent of.
+func TestProcessSpanConventions(t *testing.T) {
+	t.Parallel()
+	rec, tp := tracing(t)
+	f := start(t, &acemq.Server{TracerProvider: tp}, map[string]acemq.Handler{"orders": always(ack.Accept())})
+	ctx, caller := tp.Tracer("test").Start(context.Background(), "place order")
+	pub := &acemq.Publisher{Transport: f.conn, Mandatory: true, TracerProvider: tp}
+	res, err := pub.Publish(ctx, acemq.Outgoing{RoutingKey: "orders", Body: []byte(`{"id":1}`), CorrelationID: "conv-7"})
+	caller.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("processed", func() bool { return len(named(rec, "process orders")) == 1 })
+	producer, process := named(rec, "publish orders")[0], named(rec, "process orders")[0]
+	if producer.SpanKind() != trace.SpanKindProducer || producer.Parent().SpanID() != caller.SpanContext().SpanID() {
+		t.Errorf("publish span: kind %v, parent %v", producer.SpanKind(), producer.Parent())
+	}
+	if process.SpanKind() != trace.SpanKindConsumer || process.Parent().SpanID() != producer.SpanContext().SpanID() {
+		t.Errorf("process span: kind %v, parent %v", process.SpanKind(), process.Parent())
+	}
+	for _, c := range []struct {
+		span  sdktrace.ReadOnlySpan
+		key   string
+		value any
+	}{
+		{producer, "messaging.system", "rabbitmq"},
+		{producer, "messaging.operation.name", "publish"},
+		{producer, "messaging.operation.type", "send"},
+		{producer, "messaging.destination.name", "orders"},
+		{producer, "messaging.rabbitmq.destination.routing_key", "orders"},
+		{producer, "messaging.message.id", res.ID},
+		{producer, "messaging.message.conversation_id", "conv-7"},
+		{producer, "messaging.message.body.size", int64(8)},
+		{process, "messaging.system", "rabbitmq"},
+		{process, "messaging.operation.name", "process"},
+		{process, "messaging.operation.type", "process"},
+		{process, "messaging.destination.name", "orders"},
+		{process, "messaging.rabbitmq.destination.routing_key", "orders"},
+		{process, "messaging.message.id", res.ID},
+		{process, "messaging.message.conversation_id", "conv-7"},
+		{process, "messaging.message.body.size", int64(8)},
+		{process, "acemq.attempt", int64(1)},
+		{process, "acemq.outcome", "accept"},
+		{process, "acemq.answer", "accept"},
+	} {
+		if got := attr(c.span, c.key).AsInterface(); got != c.value {
+			t.Errorf("%s: %s = %v, want %v", c.span.Name(), c.key, got, c.value)
+		}
+	}
+	if process.Status().Code != codes.Unset {
+		t.Errorf("an accepted message's span has status %v", process.Status())
+	}
+}
+
+// TestPublishSpanReplacesTraceContext: Publish writes its own span's
+// context in place of trace context passed on in the headers (one
+// traceparent, no stale tracestate), and links to what it replaced; a
+// publish that fails says why.
+func TestPublishSpanReplacesTraceContext(t *testing.T) {
+	t.Parallel()
+	rec, tp := tracing(t)
+	broker, conn := bare(t)
+	if err := conn.Declare(context.Background(), acemq.Topology("orders", retry.Policy{}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	pub := &acemq.Publisher{Transport: conn, TracerProvider: tp}
+	stale := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "orders", Body: []byte("{}"),
+		Headers: map[string]any{"traceparent": stale, "tracestate": "vendor=1"}}); err != nil {
+		t.Fatal(err)
+	}
+	span := named(rec, "publish orders")[0]
+	got := broker.Peek("orders")[0].Headers
+	if got["traceparent"] != traceparent(span.SpanContext()) || got["tracestate"] != nil {
+		t.Errorf("headers carry traceparent %v tracestate %v, want the span's %s and none", got["traceparent"], got["tracestate"], traceparent(span.SpanContext()))
+	}
+	if len(span.Links()) != 1 || span.Links()[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("links %v, want the replaced context", span.Links())
+	}
+
+	// To an exchange: named by the exchange, the destination with the key.
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{Exchange: "amq.topic", RoutingKey: "order.placed", Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if s := named(rec, "publish amq.topic"); len(s) != 1 || attr(s[0], "messaging.destination.name").AsString() != "amq.topic:order.placed" || s[0].Status().Code != codes.Unset {
+		t.Errorf("publish to an exchange: %v", s)
+	}
+
+	// Mandatory, to no queue: unroutable.
+	pub.Mandatory = true
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "nowhere", Body: []byte("{}")}); !errors.Is(err, acemq.ErrUnroutable) {
+		t.Fatalf("publish to no queue: %v", err)
+	}
+	s := named(rec, "publish nowhere")
+	if len(s) != 1 || s[0].Status().Code != codes.Error || attr(s[0], "error.type").AsString() != "unroutable" {
+		t.Errorf("unroutable publish: %v", s)
+	}
+}
+
+// answerSeq answers each delivery in turn with the next of answers, and
+// accepts once they run out.
+func answerSeq(answers ...ack.Ack) *recorder {
+	var n atomic.Int64
+	return &recorder{answer: func(*acemq.Message) ack.Ack {
+		if i := int(n.Add(1)) - 1; i < len(answers) {
+			return answers[i]
+		}
+		return ack.Accept()
+	}}
+}
+
+// TestOutcomeVocabulary: the process span's outcome, the outcome
+// attribute of acemq.messages.handled and of the two histograms, and
+// acemq.messages.dead.lettered.total's are one word for one settlement.
+func TestOutcomeVocabulary(t *testing.T) {
+	t.Parallel()
+	var zero ack.Ack
+	tests := []struct {
+		answer     ack.Ack
+		policy     retry.Policy
+		deliveries int           // deliveries before the message is settled for good
+		advance    time.Duration // the clock moved after the first
+		outcome    string
+		to         string
+		failed     bool
+		gaveUp     bool
+	}{
+		{answer: ack.Accept(), deliveries: 1, outcome: "accept"},
+		{answer: ack.DeadLetter(errors.New("no such customer")), deliveries: 1, outcome: "rejected", to: "orders.dlq", failed: true, gaveUp: true},
+		{answer: ack.Park(errors.New("not JSON")), deliveries: 1, outcome: "parked", to: "orders.parked", failed: true, gaveUp: true},
+		{answer: zero, deliveries: 1, outcome: "no_answer", to: "orders.dlq", failed: true, gaveUp: true},
+		{answer: ack.Retry(errBoom), deliveries: 1, outcome: "no_policy", to: "orders.dlq", failed: true, gaveUp: true},
+		{answer: ack.Retry(errBoom), policy: retry.Fixed(2, time.Second), deliveries: 2, advance: time.Second, outcome: "retry", to: "orders", failed: true},
+		{answer: ack.Snooze(time.Second), deliveries: 2, advance: time.Second, outcome: "snooze", to: "orders"},
+		{answer: ack.Requeue(), deliveries: 2, outcome: "requeue", failed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.outcome, func(t *testing.T) {
+			t.Parallel()
+			rec, tp := tracing(t)
+			f := start(t, &acemq.Server{Retry: tt.policy, TracerProvider: tp}, map[string]acemq.Handler{"orders": answerSeq(tt.answer)})
+			f.publish("orders", "{}", nil)
+			if tt.advance > 0 {
+				f.eventually("the first attempt", func() bool { return started(rec, "process orders") == 1 })
+				f.advance(1, tt.advance)
+			}
+			f.eventually("settled", func() bool { return len(named(rec, "process orders")) == tt.deliveries })
+			first := named(rec, "process orders")[0]
+			if got := attr(first, "acemq.outcome").AsString(); got != tt.outcome {
+				t.Errorf("span outcome %q, want %q", got, tt.outcome)
+			}
+			if got := attr(first, "acemq.to").AsString(); got != tt.to {
+				t.Errorf("span to %q, want %q", got, tt.to)
+			}
+			if failed := first.Status().Code == codes.Error; failed != tt.failed || (failed && attr(first, "error.type").AsString() != tt.outcome) {
+				t.Errorf("status %v error.type %v", first.Status(), attr(first, "error.type"))
+			}
+			f.eventually("counted", func() bool {
+				return f.counter(acemq.MetricHandled, map[string]string{"queue": "orders"}) == int64(tt.deliveries)
+			})
+			if got := f.counter(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": tt.outcome}); got != 1 {
+				t.Errorf("handled{%s} = %d, want 1", tt.outcome, got)
+			}
+			want := int64(0)
+			if tt.gaveUp {
+				want = 1
+			}
+			if got := f.counter(acemq.MetricDeadLettered, map[string]string{"queue": "orders", "outcome": tt.outcome}); got != want {
+				t.Errorf("dead.lettered{%s} = %d, want %d", tt.outcome, got, want)
+			}
+			if got := f.counter(acemq.MetricDeadLettered, nil); got != want {
+				t.Errorf("dead.lettered = %d, want %d", got, want)
+			}
+			for _, name := range []string{acemq.MetricDuration, acemq.MetricAge} {
+				if n, _ := f.histogram(name, map[string]string{"queue": "orders", "outcome": tt.outcome}); n != 1 {
+					t.Errorf("%s{%s} has %d points, want 1", name, tt.outcome, n)
+				}
+			}
+		})
+	}
+}
+
+// TestHistograms: the handler's duration and the message's age when its
+// delivery was settled, by queue and outcome. The age runs on the
+// server's clock from x-acemq-created, across retries: a message retried
+// after a second in the process was a second old at either settlement.
+func TestHistograms(t *testing.T) {
+	t.Parallel()
+	f := start(t, &acemq.Server{Retry: retry.Fixed(2, time.Second)}, map[string]acemq.Handler{"orders": answerSeq(ack.Retry(errBoom))})
+	f.publish("orders", "{}", nil)
+	f.advance(1, time.Second)
+	f.eventually("accepted", func() bool { return f.counter(acemq.MetricHandled, map[string]string{"outcome": "accept"}) == 1 })
+	for _, outcome := range []string{"retry", "accept"} {
+		attrs := map[string]string{"queue": "orders", "outcome": outcome}
+		if n, sum := f.histogram(acemq.MetricAge, attrs); n != 1 || sum != 1 {
+			t.Errorf("age{%s}: %d points summing to %vs, want one of 1s", outcome, n, sum)
+		}
+		if n, sum := f.histogram(acemq.MetricDuration, attrs); n != 1 || sum < 0 || sum > 5 {
+			t.Errorf("duration{%s}: %d points summing to %vs", outcome, n, sum)
+		}
+	}
+}
+
+// histogram returns the count and sum of a histogram's points whose
+// attributes include every pair in attrs.
+func (f *fixture) histogram(name string, attrs map[string]string) (uint64, float64) {
+	f.t.Helper()
+	return histogramOf(f.t, f.reader, name, attrs)
+}
+
+func histogramOf(t testing.TB, reader sdkmetric.Reader, name string, attrs map[string]string) (n uint64, sum float64) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if m.Name != name || !ok {
+				continue
+			}
+		points:
+			for _, p := range h.DataPoints {
+				for k, v := range attrs {
+					if got, ok := p.Attributes.Value(attribute.Key(k)); !ok || got.AsString() != v {
+						continue points
+					}
+				}
+				n, sum = n+p.Count, sum+p.Sum
+			}
+		}
+	}
+	return n, sum
+}
+
+// TestProcessSpanOfRefusedAndMissing: a dead letter whose .dlq is gone
+// ends its span as held, and is counted once its copy is placed; a retry
+// whose rung is gone waits in the process, and its span says so.
+func TestProcessSpanOfRefusedAndMissing(t *testing.T) {
+	t.Parallel()
+	t.Run("held", func(t *testing.T) {
+		t.Parallel()
+		rec, tp := tracing(t)
+		f := start(t, &acemq.Server{TracerProvider: tp}, map[string]acemq.Handler{"q": answerSeq(ack.DeadLetter(errors.New("no such customer")))})
+		f.broker.DeleteQueue("q.dlq")
+		f.publish("q", "{}", nil)
+		f.eventuallyWithin(10*time.Second, "placed", func() bool { return f.broker.Depth("q.dlq") == 1 })
+		process := named(rec, "process q")
+		if len(process) != 1 || attr(process[0], "acemq.outcome").AsString() != "held" || process[0].Status().Code != codes.Error {
+			t.Fatalf("process spans %v", process)
+		}
+		f.eventually("counted as rejected", func() bool { return f.counter(acemq.MetricHandled, map[string]string{"outcome": "rejected"}) == 1 })
+		if got := f.counter(acemq.MetricHandled, map[string]string{"outcome": "held"}); got != 0 {
+			t.Errorf("handled{held} = %d; held is not how a delivery ends", got)
+		}
+		copies := named(rec, "publish q.dlq")
+		if len(copies) < 2 || attr(copies[0], "error.type").AsString() != "unroutable" || copies[len(copies)-1].Status().Code != codes.Unset {
+			t.Errorf("copies %v: the first refused, the last placed", copies)
+		}
+		for _, c := range copies {
+			if c.Parent().SpanID() != process[0].SpanContext().SpanID() {
+				t.Errorf("copy %v is not the process span's child", c.SpanContext())
+			}
+		}
+	})
+	t.Run("rung missing", func(t *testing.T) {
+		t.Parallel()
+		rec, tp := tracing(t)
+		f := start(t, &acemq.Server{Retry: retry.Fixed(2, time.Minute), TracerProvider: tp}, map[string]acemq.Handler{"q": answerSeq(ack.Retry(errBoom))})
+		f.broker.DeleteQueue("q.retry.1m")
+		f.publish("q", "{}", nil)
+		f.eventually("attempt 1", func() bool { return started(rec, "process q") == 1 })
+		f.advance(1, time.Minute)
+		f.eventually("attempt 2", func() bool { return len(named(rec, "process q")) == 2 })
+		first := named(rec, "process q")[0]
+		if attr(first, "acemq.outcome").AsString() != "retry" || attr(first, "acemq.where").AsString() != "process" || attr(first, "acemq.to").AsString() != "q" {
+			t.Errorf("attempt 1: %v", first.Attributes())
+		}
+		if ev := first.Events(); !slices.ContainsFunc(ev, func(e sdktrace.Event) bool { return e.Name == "acemq.rung.missing" }) {
+			t.Errorf("events %v, want acemq.rung.missing", ev)
+		}
+	})
+}
+
+// TestGlobalProvidersByDefault: a server and a publisher given no
+// providers use otel's global ones, and W3C trace context while the
+// global propagator is otel's default, which propagates nothing. Not
+// parallel: it sets otel's globals, and restores them.
+func TestGlobalProvidersByDefault(t *testing.T) {
+	rec, tp := tracing(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	prevTP, prevMP, prevProp := otel.GetTracerProvider(), otel.GetMeterProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetMeterProvider(mp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetMeterProvider(prevMP)
+		otel.SetTextMapPropagator(prevProp)
+	})
+	if len(otel.GetTextMapPropagator().Fields()) != 0 {
+		t.Fatal("the global propagator is not otel's default")
+	}
+
+	broker, conn := bare(t)
+	mux := acemq.NewMux()
+	mux.Handle("orders", answerSeq(ack.Retry(errBoom)))
+	srv := &acemq.Server{Transport: conn, Handler: mux, Retry: retry.Fixed(2, time.Second), Logger: zap.NewNop()}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	<-srv.Ready()
+	if _, err := (&acemq.Publisher{Transport: conn}).Publish(context.Background(), acemq.Outgoing{RoutingKey: "orders", Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := broker.Clock().BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	broker.Clock().Advance(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(named(rec, "process orders")) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	publish, process := named(rec, "publish orders"), named(rec, "process orders")
+	if len(publish) != 2 || len(process) != 2 {
+		t.Fatalf("%d publish and %d process spans, want 2 and 2", len(publish), len(process))
+	}
+	for _, s := range process {
+		if s.SpanContext().TraceID() != publish[0].SpanContext().TraceID() {
+			t.Errorf("%s is in another trace than the publish: no trace context crossed the broker", s.Name())
+		}
+	}
+	for outcome, want := range map[string]int64{"retry": 1, "accept": 1} {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		if got := sumOf(rm, acemq.MetricHandled, outcome); got != want {
+			t.Errorf("handled{%s} from the global meter provider = %d, want %d", outcome, got, want)
+		}
+	}
+}
+
+// sumOf sums a counter's points with the outcome.
+func sumOf(rm metricdata.ResourceMetrics, name, outcome string) int64 {
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
+				for _, p := range sum.DataPoints {
+					if v, _ := p.Attributes.Value("outcome"); v.AsString() == outcome {
+						total += p.Value
+					}
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestTraceContinuesOnRabbitMQ: the headers carry the trace through a
+// real broker, and through a rung.
 func TestTraceContinuesOnRabbitMQ(t *testing.T) {
 	t.Parallel()
 	r := newRabbit(t)
 	q := r.queue()
-	h, rec, tp := traced(&recorder{answer: func(m *acemq.Message) ack.Ack {
-		if m.Attempt() == 1 {
-			return ack.Retry(errBoom)
+	rec, tp := tracing(t)
+	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(2, 200*time.Millisecond).WaitInBrokerFrom(100 * time.Millisecond), TracerProvider: tp},
+		answerSeq(ack.Retry(errBoom)))
+	if _, err := (&acemq.Publisher{Transport: r.tr, Mandatory: true, TracerProvider: tp}).Publish(context.Background(),
+		acemq.Outgoing{RoutingKey: q, Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("two attempts", func() bool { return len(named(rec, "process "+q)) == 2 })
+	process := named(rec, "process "+q)
+	rung := named(rec, "publish "+retry.RungName(q, 200*time.Millisecond))
+	if len(rung) != 1 || process[1].Parent().SpanID() != rung[0].SpanContext().SpanID() {
+		t.Fatalf("attempt 2's parent %v, want the rung copy's span %v", process[1].Parent(), rung)
+	}
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID() != process[0].SpanContext().TraceID() {
+			t.Errorf("span %q is in another trace", s.Name())
 		}
-		return ack.Accept()
-	}})
-	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(2, 200*time.Millisecond).WaitInBrokerFrom(100 * time.Millisecond)}, h)
-	producer := publishInSpan(t, tp, r.tr, q)
-	r.eventually("two attempts", func() bool { return consumerSpans(rec) == 2 })
-	checkTrace(t, rec, producer, q, []string{"retry", "accept"})
+	}
+	if attr(process[0], "acemq.where").AsString() != "broker" || attr(process[1], "acemq.outcome").AsString() != "accept" {
+		t.Errorf("attempts: %v / %v", process[0].Attributes(), process[1].Attributes())
+	}
+}
+
+// BenchmarkServerTracing is BenchmarkServerMemory's accept-all server
+// with tracing off (a noop.TracerProvider: nothing spent), with the
+// global provider left as otel's default (a non-recording span per
+// message), and with an SDK provider that samples every span and exports
+// none.
+func BenchmarkServerTracing(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		tp   trace.TracerProvider
+	}{
+		{"off", tracenoop.NewTracerProvider()},
+		{"global", nil},
+		{"sdk", sdktrace.NewTracerProvider()},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			broker := memory.New(memory.WithRealClock())
+			defer broker.Close()
+			conn := broker.Connect()
+			defer conn.Close()
+			ctx := context.Background()
+			if err := conn.Declare(ctx, acemq.Topology("bench", retry.Policy{}, nil)); err != nil {
+				b.Fatal(err)
+			}
+			pub := transport.Publishing{RoutingKey: "bench", Headers: map[string]any{acemq.HeaderID: "x", acemq.HeaderAttempt: int64(1)}, Body: []byte(`{}`)}
+			for range b.N {
+				if _, err := conn.Publish(ctx, pub); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var handled atomic.Int64
+			done := make(chan struct{})
+			mux := acemq.NewMux()
+			mux.HandleFunc("bench", func(context.Context, *acemq.Message) ack.Ack {
+				if handled.Add(1) == int64(b.N) {
+					close(done)
+				}
+				return ack.Accept()
+			})
+			srv := &acemq.Server{Transport: conn, Handler: mux, Prefetch: 256, TracerProvider: bc.tp, MeterProvider: metricnoop.NewMeterProvider()}
+			b.ReportAllocs()
+			b.ResetTimer()
+			runErr := make(chan error, 1)
+			go func() { runErr <- srv.Run(ctx) }()
+			<-done
+			b.StopTimer()
+			_ = srv.Shutdown(ctx)
+			if err := <-runErr; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
@@ -79,9 +81,16 @@ type Publisher struct {
 	Mandatory bool
 	// Clock stamps creation times; nil uses the transport's, or the wall clock.
 	Clock transport.Clock
-	// Propagator writes the trace context of Publish's ctx into the headers,
-	// so the consumer's span joins the producer's trace. Nil is W3C trace
-	// context.
+	// TracerProvider is where Publish's producer span goes ("publish
+	// orders", a child of its ctx); nil is the global one
+	// (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
+	// Propagator writes the producer span's trace context into the
+	// headers, in place of any they carried (headers passed on from a
+	// message consumed: the span links to that one), so that the
+	// consumer's process span joins the trace. Nil is the global one
+	// (otel.GetTextMapPropagator), or W3C trace context while that is
+	// otel's default, which propagates nothing.
 	Propagator propagation.TextMapPropagator
 	// Codec encodes the values PublishValue is given; nil is codec.JSON.
 	Codec codec.Codec
@@ -112,7 +121,9 @@ func (p *Publisher) PublishValue(ctx context.Context, o Outgoing, v any) (Publis
 }
 
 // Publish stamps the wire contract's headers (id, attempt 1, creation time),
-// publishes o persistently and waits for the broker's confirm.
+// publishes o persistently and waits for the broker's confirm, under a
+// producer span ("publish {exchange}", or "publish {queue}" on the default
+// exchange) whose context the message carries.
 func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, error) {
 	id := o.ID
 	if id == "" {
@@ -122,11 +133,26 @@ func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, err
 	// wire.New asks for mandatory always, so that Routed is known either way.
 	pub := wire.New(wire.Origin{ID: id, Created: now, Exchange: o.Exchange, RoutingKey: o.RoutingKey}, o.Headers,
 		transport.Properties{ContentType: o.ContentType, CorrelationID: o.CorrelationID}, o.Body)
-	prop := p.Propagator
-	if prop == nil {
-		prop = propagation.TraceContext{}
+	ctx, span := telemetry.StartPublish(ctx, telemetry.Tracer(p.TracerProvider, meterName),
+		telemetry.Publish{Exchange: o.Exchange, RoutingKey: o.RoutingKey, ID: id, CorrelationID: o.CorrelationID, BodySize: len(o.Body)})
+	defer span.End()
+	prop := telemetry.Propagator(p.Propagator)
+	if old := trace.SpanContextFromContext(prop.Extract(context.Background(), o.Headers)); old.IsValid() && span.IsRecording() {
+		span.AddLink(trace.Link{SpanContext: old}) // headers passed on from another message: linked, and replaced
 	}
-	prop.Inject(ctx, HeaderCarrier(pub.Headers))
+	prop.Inject(ctx, pub.Headers)
+	res, err := p.publish(ctx, o, id, now, pub)
+	if err != nil {
+		typ := ""
+		if errors.Is(err, ErrUnroutable) {
+			typ = telemetry.Unroutable
+		}
+		telemetry.Fail(span, typ, err)
+	}
+	return res, err
+}
+
+func (p *Publisher) publish(ctx context.Context, o Outgoing, id string, now time.Time, pub transport.Publishing) (PublishResult, error) {
 	res := PublishResult{ID: id}
 	if o.Delay != 0 || !o.At.IsZero() {
 		if err := p.delayed(ctx, o, now, &pub); err != nil {

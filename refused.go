@@ -23,19 +23,24 @@ import (
 // again with backoff, after declaring the missing queue again where the
 // server may declare: until a copy is placed, a stop gives the original
 // back, or the outcome turns unknown (then it goes back too).
-func (c *consumer) refused(d transport.Delivery, m *Message, v verdict, r published) {
+func (c *consumer) refused(d transport.Delivery, m *Message, v settling, r published) {
 	why, detail := c.whyRefused(v.copy.to, r)
 	attrs := c.q.metrics.with(attribute.String("destination", v.copy.to), attribute.String("why", why))
-	c.e.inst.setAsideFailed.Add(context.Background(), 1, attrs)
-	fields := append(c.hopFields(m, v), zap.String("why", why))
+	c.e.inst.setAsideFailed.Add(v.ctx, 1, attrs)
+	fields := append(c.hopFields(m, v.verdict), zap.String("why", why))
 	if c.q.hasOwnDeadLetterRoute() {
 		c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is rejected to the queue's own dead-letter route", fields...)
+		c.finish(m, v, outcomeOwnRoute)
 		if err := d.Reject(false); err != nil {
 			c.e.log.Debug("acemq: reject", zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Error(err))
 		}
 		return
 	}
 	c.e.log.Error("acemq: the broker refused the copy ("+detail+"); the original is held unacknowledged and the copy tried again until it is placed", fields...)
+	// The process span ends here, as held: a copy may stay refused for
+	// hours. How the original ends is counted when it does.
+	c.finish(m, v, outcomeHeld)
+	v.held = true
 	c.e.spawn(func() { c.holdRefused(d, m, v, why, attrs) })
 }
 
@@ -45,24 +50,25 @@ var heldBackoff = backoff.Policy{Min: time.Second, Max: 30 * time.Second, Jitter
 
 // holdRefused tries a refused copy again until it is placed.
 // attrs are its destination and why, as set.aside.failed counted them.
-func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why string, attrs metric.AddOption) {
+func (c *consumer) holdRefused(d transport.Delivery, m *Message, v settling, why string, attrs metric.AddOption) {
 	since := time.Now()
 	c.e.inst.held.Add(context.Background(), 1, attrs)
 	defer c.e.inst.held.Add(context.Background(), -1, attrs)
 	for n := 0; ; n++ {
 		if backoff.Sleep(context.Background(), nil, heldBackoff.Delay(n), c.e.stop.cancelled) != nil {
 			c.e.log.Warn("acemq: stopping; a held original goes back to the broker, its copy still refused",
-				append(c.hopFields(m, v), zap.Stringer("held_for", time.Since(since)))...)
+				append(c.hopFields(m, v.verdict), zap.Stringer("held_for", time.Since(since)))...)
+			c.finish(m, v, outcomeGivenBack)
 			c.giveBack(d)
 			return
 		}
 		if why == "missing" {
 			c.redeclare(v.copy.to)
 		}
-		switch r, _ := c.publishOnce(m, d, v.copy); r {
+		switch r, _ := c.publishOnce(v.ctx, m, d, v.copy); r {
 		case copyRouted, copyUnknown:
 			if r == copyRouted {
-				c.e.log.Info("acemq: a held copy was placed", append(c.hopFields(m, v), zap.Stringer("held_for", time.Since(since)))...)
+				c.e.log.Info("acemq: a held copy was placed", append(c.hopFields(m, v.verdict), zap.Stringer("held_for", time.Since(since)))...)
 			}
 			c.conclude(d, m, v, r)
 			return
@@ -73,7 +79,7 @@ func (c *consumer) holdRefused(d transport.Delivery, m *Message, v verdict, why 
 			}
 		}
 		if n%10 == 9 {
-			c.e.log.Warn("acemq: a copy is still refused; the original stays held", append(c.hopFields(m, v),
+			c.e.log.Warn("acemq: a copy is still refused; the original stays held", append(c.hopFields(m, v.verdict),
 				zap.String("why", why), zap.Time("held_since", since), zap.Stringer("held_for", time.Since(since)))...)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/retry"
@@ -109,8 +111,20 @@ type Server struct {
 	// on, a missing rung, a refused copy) go to slog.Default();
 	// zap.NewNop() logs nothing.
 	Logger *zap.Logger
-	// MeterProvider defaults to a no-op one.
+	// MeterProvider is where the server's metrics go; nil is the global
+	// one (otel.GetMeterProvider), a no-op until the program sets its own.
 	MeterProvider metric.MeterProvider
+	// TracerProvider is where the server's spans go: a process span per
+	// delivery, around the handler and the settlement, and a producer
+	// span per copy it publishes. Nil is the global one
+	// (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context a delivery carries and writes the
+	// process span's into every copy, so that all the attempts of a
+	// message land in one trace. Nil is the global one
+	// (otel.GetTextMapPropagator), or W3C trace context while that is
+	// otel's default, which propagates nothing.
+	Propagator propagation.TextMapPropagator
 	// Clock defaults to the transport's own (the memory transport's virtual
 	// clock), else the wall clock.
 	Clock transport.Clock

@@ -10,25 +10,44 @@ import (
 
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
+
+// settling is a verdict on its way to being carried out, with what its
+// end reports (finish): the process span, in ctx, and the handler's time.
+type settling struct {
+	verdict
+	ctx  context.Context // the process span's: every copy is its child
+	took time.Duration   // how long the handler ran
+	ran  bool            // a handler ran: not so for an overdue message's redelivery
+	held bool            // the process span ended when the original was held
+}
+
+// instead is s carrying out another verdict.
+func (s settling) instead(v verdict) settling {
+	s.verdict = v
+	return s
+}
 
 // settle carries out a verdict for one delivery. A copy published at once
 // is published on the worker; a copy that waits, or whose first publish
 // the broker blocked or nacked, is held on a goroutine of its own (prefetch
 // bounds how many), so the workers go on with messages that need no
 // publish.
-func (c *consumer) settle(d transport.Delivery, m *Message, v verdict) {
+func (c *consumer) settle(d transport.Delivery, m *Message, v settling) {
 	switch {
 	case v.settle == settleAck:
+		c.finish(m, v, outcomeAccept)
 		c.ack(d, m)
 	case v.settle == settleGiveBack:
+		c.finish(m, v, outcomeRequeue)
 		c.giveBack(d)
 	default:
 		if v.where == "process" { // a broker wait counts once the broker took it
-			c.count(m, v)
+			c.count(m, v.verdict)
 		}
 		if v.copy.wait > 0 {
 			c.hold(d, m, v)
@@ -42,7 +61,7 @@ func (c *consumer) settle(d transport.Delivery, m *Message, v verdict) {
 // A stop does not wait the delay out: once the consumers are cancelled the
 // copy goes at once, so nothing is lost and the attempt count is kept.
 // (Apart from settle, so that settle's arguments stay off the heap.)
-func (c *consumer) hold(d transport.Delivery, m *Message, v verdict) {
+func (c *consumer) hold(d transport.Delivery, m *Message, v settling) {
 	c.e.spawn(func() {
 		select {
 		case <-c.e.clock.After(v.copy.wait):
@@ -66,39 +85,46 @@ const (
 
 // conclude ends the original once its copy's fate is known: the one switch
 // that every verdict with a copy goes through.
-func (c *consumer) conclude(d transport.Delivery, m *Message, v verdict, r published) {
+func (c *consumer) conclude(d transport.Delivery, m *Message, v settling, r published) {
 	switch {
 	case r == copyRouted:
+		o := outcomeOfCopy(v.verdict)
 		switch {
 		case v.cause != "":
-			c.e.inst.deadLettered.Add(context.Background(), 1, c.q.metrics.with(attribute.String("outcome", v.cause)))
+			c.e.inst.deadLettered.Add(v.ctx, 1, c.q.metrics.sets(o, v.cause).add...)
 			c.e.log.Warn("acemq: message given up on", zap.String("queue", c.q.name), zap.String("id", m.ID()),
 				zap.Int("attempt", m.Attempt()), zap.String("outcome", v.cause), zap.String("to", v.copy.to), zap.String("reason", v.copy.reason))
 		case v.where == "broker" || v.where == "delays":
-			c.count(m, v)
+			c.count(m, v.verdict)
 		case v.stamp:
-			c.e.inst.stamped.Add(context.Background(), 1, c.q.metrics.queueAdd...)
+			c.e.inst.stamped.Add(v.ctx, 1, c.q.metrics.queueAdd...)
 			c.e.log.Info("acemq: a message with no id of its own was published again with one, so that its deliveries share it",
 				zap.String("queue", c.q.name), zap.String("id", m.ID()))
 		}
+		c.finish(m, v, o)
 		c.ack(d, m)
 	case r == copyUnroutable && v.copy.rung:
-		c.e.inst.rungMissing.Add(context.Background(), 1, c.q.metrics.with(attribute.String("rung", v.copy.to)))
+		rung := attribute.String("rung", v.copy.to)
+		c.e.inst.rungMissing.Add(v.ctx, 1, c.q.metrics.with(rung))
+		note(v.ctx, "acemq.rung.missing", rung)
 		c.e.log.Error("acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
 			"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("rung", v.copy.to), zap.Stringer("wait", v.copy.delay))
 		c.redeclare(v.copy.to)
-		c.settle(d, m, v.inProcessInstead(c.q.name))
+		c.settle(d, m, v.instead(v.inProcessInstead(c.q.name)))
 	case r == copyUnroutable && v.copy.delayed:
 		level := delayLevel(c.q.name, v.copy.delay)
-		c.e.inst.rungMissing.Add(context.Background(), 1, c.q.metrics.with(attribute.String("rung", level)))
+		rung := attribute.String("rung", level)
+		c.e.inst.rungMissing.Add(v.ctx, 1, c.q.metrics.with(rung))
+		note(v.ctx, "acemq.rung.missing", rung)
 		c.e.log.Error("acemq: the delay queues are missing, so this wait is held in the process instead, where a restart cuts it short. "+
 			"Declare them: acemq topology --delays --apply, or run the server with declare on",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("level", level), zap.Stringer("wait", v.copy.delay))
 		c.redeclare(level)
-		c.settle(d, m, v.inProcessInstead(c.q.name))
+		c.settle(d, m, v.instead(v.inProcessInstead(c.q.name)))
 	case r == copyUnknown || r == copyBlocked:
-		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", c.hopFields(m, v)...)
+		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", c.hopFields(m, v.verdict)...)
+		c.finish(m, v, outcomeGivenBack)
 		c.giveBack(d)
 	default: // nacked for good, or reached no queue
 		c.refused(d, m, v, r)
@@ -116,15 +142,15 @@ func (c *consumer) hopFields(m *Message, v verdict) []zap.Field {
 // send publishes the verdict's copy and concludes. On a worker (held
 // false), a first publish the broker blocked or nacked moves to a held
 // goroutine for its retries, which concludes in turn.
-func (c *consumer) send(d transport.Delivery, m *Message, v verdict, held bool) {
-	r, err := c.publishOnce(m, d, v.copy)
+func (c *consumer) send(d transport.Delivery, m *Message, v settling, held bool) {
+	r, err := c.publishOnce(v.ctx, m, d, v.copy)
 	if r == copyTooLarge && !v.copy.trim {
 		// Nothing was written and no connection harmed; the same copy
 		// would fail the same way every time.
-		u := unwritable(c.q, m.env, v, err)
+		u := unwritable(c.q, m.env, v.verdict, err)
 		c.e.log.Error("acemq: the copy cannot be written; a trimmed copy is parked instead",
-			append(c.hopFields(m, v), zap.String("parked_reason", u.copy.reason))...)
-		c.settle(d, m, u)
+			append(c.hopFields(m, v.verdict), zap.String("parked_reason", u.copy.reason))...)
+		c.settle(d, m, v.instead(u))
 		return
 	}
 	if r == copyBlocked || r == copyNacked {
@@ -137,14 +163,14 @@ func (c *consumer) send(d transport.Delivery, m *Message, v verdict, held bool) 
 			c.holdRepublish(d, m, v, r)
 			return
 		}
-		r = c.republish(m, d, v.copy, r)
+		r = c.republish(v.ctx, m, d, v.copy, r)
 	}
 	c.conclude(d, m, v, r)
 }
 
 // holdRepublish republishes on a goroutine of its own, off the worker.
-func (c *consumer) holdRepublish(d transport.Delivery, m *Message, v verdict, r published) {
-	c.e.spawn(func() { c.conclude(d, m, v, c.republish(m, d, v.copy, r)) })
+func (c *consumer) holdRepublish(d transport.Delivery, m *Message, v settling, r published) {
+	c.e.spawn(func() { c.conclude(d, m, v, c.republish(v.ctx, m, d, v.copy, r)) })
 }
 
 // republish owns the retries of a copy whose publish was blocked or
@@ -167,7 +193,7 @@ func (c *consumer) holdRepublish(d transport.Delivery, m *Message, v verdict, r 
 // The backoff runs on the wall clock, not the engine's: an alarm clears
 // and a leader is elected in real time, also under a memory broker whose
 // virtual clock stands still.
-func (c *consumer) republish(m *Message, d transport.Delivery, h hop, r published) published {
+func (c *consumer) republish(ctx context.Context, m *Message, d transport.Delivery, h hop, r published) published {
 	deadline := time.Now().Add(c.e.publishTimeout)
 	nacks := 0
 	for n := 0; ; n++ {
@@ -179,7 +205,7 @@ func (c *consumer) republish(m *Message, d transport.Delivery, h hop, r publishe
 		if backoff.Sleep(context.Background(), nil, republishBackoff.Delay(n), c.e.stop.cut) != nil {
 			return copyUnknown // cut off by the stop
 		}
-		if r, _ = c.publishOnce(m, d, h); r != copyBlocked && r != copyNacked {
+		if r, _ = c.publishOnce(ctx, m, d, h); r != copyBlocked && r != copyNacked {
 			return r
 		}
 		if r == copyBlocked && time.Now().After(deadline) {
@@ -199,10 +225,11 @@ const nackRetries = 6
 var republishBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second}
 
 // publishOnce republishes the copy by queue name, mandatory, with the wire
-// contract's headers and without the broker's own.
-func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (published, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
-	defer cancel()
+// contract's headers and without the broker's own, under a producer span
+// that is a child of the process span in ctx and whose context the copy
+// carries in place of the one it came with: the next attempt's process
+// span joins the trace.
+func (c *consumer) publishOnce(ctx context.Context, m *Message, d transport.Delivery, h hop) (published, error) {
 	p := wire.Copy(d, wire.Envelope(m.env), h.to, h.attempt, h.reason)
 	if h.snoozes > 0 {
 		p.Headers[wire.Snoozes] = int64(h.snoozes)
@@ -215,6 +242,14 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (publish
 			return copyUnknown, err // the queue run checked the name and the delay's bound
 		}
 	}
+	tracer, prop := c.e.tracing()
+	ctx, span := telemetry.StartPublish(ctx, tracer,
+		telemetry.Publish{Exchange: p.Exchange, RoutingKey: p.RoutingKey, ID: m.env.ID, CorrelationID: p.CorrelationID, BodySize: len(p.Body)},
+		attrTo.String(h.to), attrAttempt.Int(h.attempt))
+	defer span.End()
+	prop.Inject(ctx, p.Headers)
+	ctx, cancel := context.WithTimeout(ctx, c.e.publishTimeout)
+	defer cancel()
 	began := time.Now()
 	conf, err := c.e.t.Publish(ctx, p)
 	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.q.metrics.queueRec...)
@@ -222,7 +257,11 @@ func (c *consumer) publishOnce(m *Message, d transport.Delivery, h hop) (publish
 	case err == nil && conf.Routed:
 		return copyRouted, nil
 	case err == nil:
+		telemetry.Fail(span, telemetry.Unroutable, nil)
 		return copyUnroutable, nil
+	}
+	telemetry.Fail(span, "", err)
+	switch {
 	case errors.Is(err, transport.ErrNacked):
 		return copyNacked, err
 	case errors.Is(err, transport.ErrBlocked):

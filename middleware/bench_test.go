@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/middleware"
@@ -38,32 +36,5 @@ func BenchmarkBareMux(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		mux.ServeMessage(ctx, m)
-	}
-}
-
-// BenchmarkTracing is the tracing middleware with no provider (the default:
-// a no-op tracer) and with an SDK provider that samples everything, against
-// the bare handler.
-func BenchmarkTracing(b *testing.B) {
-	m := acemq.NewMessage("orders", []byte(`{}`), map[string]any{
-		acemq.HeaderID:  "id-1",
-		"traceparent":   "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-		"x-some-header": "v",
-	})
-	ctx := context.Background()
-	for _, bc := range []struct {
-		name string
-		h    acemq.Handler
-	}{
-		{"bare", acemq.HandlerFunc(accept)},
-		{"no-provider", middleware.Tracing()(acemq.HandlerFunc(accept))},
-		{"sdk", middleware.Tracing(middleware.WithTracerProvider(sdktrace.NewTracerProvider()))(acemq.HandlerFunc(accept))},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				bc.h.ServeMessage(ctx, m)
-			}
-		})
 	}
 }

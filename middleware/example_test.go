@@ -10,8 +10,6 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/middleware"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -60,19 +58,4 @@ func ExampleLogging() {
 	h.ServeMessage(context.Background(), acemq.NewMessage("orders", nil, map[string]any{acemq.HeaderID: "order-7"}))
 	// Output is one warn line with queue, id, attempt, outcome, took, error and reason;
 	// "took" varies, so this example is not checked.
-}
-
-func ExampleTracing() {
-	// With a provider, each message gets a consumer span, a child of the
-	// trace context its headers carry (the Publisher writes it).
-	tp := sdktrace.NewTracerProvider()
-	defer tp.Shutdown(context.Background())
-	mux := acemq.NewMux()
-	mux.Use(middleware.Tracing(middleware.WithTracerProvider(tp)))
-	mux.HandleFunc("orders", func(ctx context.Context, m *acemq.Message) ack.Ack {
-		fmt.Println("in a span:", trace.SpanContextFromContext(ctx).IsValid())
-		return ack.Accept()
-	})
-	mux.ServeMessage(context.Background(), acemq.NewMessage("orders", nil, nil))
-	// Output: in a span: true
 }

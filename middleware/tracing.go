@@ -1,108 +1,46 @@
 package middleware
 
 import (
-	"context"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/ack"
-	"github.com/acemq/acemq/internal/wire"
 )
 
 // TracingOption configures Tracing.
-type TracingOption interface{ apply(*tracingConfig) }
+//
+// Deprecated: Tracing does nothing; see Tracing.
+type TracingOption interface{ apply() }
 
-type tracingConfig struct {
-	tp   trace.TracerProvider
-	prop propagation.TextMapPropagator
-}
+type tracingOption struct{}
 
-// messageCarrier reads trace context straight from a message's headers,
-// without copying them; extraction never writes.
-type messageCarrier struct{ m *acemq.Message }
+func (tracingOption) apply() {}
 
-func (c messageCarrier) Get(key string) string {
-	s, _ := wire.String(c.m.Header(key))
-	return s
-}
+// WithTracerProvider was where Tracing's spans went.
+//
+// Deprecated: set acemq.Server.TracerProvider, or the global provider
+// (otel.SetTracerProvider), which the server uses when given none.
+func WithTracerProvider(trace.TracerProvider) TracingOption { return tracingOption{} }
 
-func (c messageCarrier) Set(string, string) {}
+// WithPropagator was how Tracing read trace context from headers.
+//
+// Deprecated: set acemq.Server.Propagator, or the global propagator
+// (otel.SetTextMapPropagator); with neither, the server reads and writes
+// W3C trace context.
+func WithPropagator(propagation.TextMapPropagator) TracingOption { return tracingOption{} }
 
-func (c messageCarrier) Keys() []string {
-	h := c.m.Headers()
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-type tracingOptionFunc func(*tracingConfig)
-
-func (f tracingOptionFunc) apply(c *tracingConfig) { f(c) }
-
-// WithTracerProvider sets where spans go. Without one, Tracing is a no-op.
-func WithTracerProvider(tp trace.TracerProvider) TracingOption {
-	return tracingOptionFunc(func(c *tracingConfig) { c.tp = tp })
-}
-
-// WithPropagator sets how trace context is read from headers; the default is
-// W3C trace context, the one the family writes.
-func WithPropagator(p propagation.TextMapPropagator) TracingOption {
-	return tracingOptionFunc(func(c *tracingConfig) { c.prop = p })
-}
-
-// Tracing starts a consumer span per message, a child of the trace context
-// the message carries in its headers, with the OpenTelemetry messaging
-// attributes and the attempt; the span ends with the Ack's outcome, and
-// with an error status for anything but accept. Put it outermost, so the
-// span covers the rest of the chain. The server's copies (retries, rungs,
-// dead letters, parks) keep the message's trace context, so every attempt of
-// a message lands in one trace. Without a provider it costs nothing: the
-// handler is returned as it is.
-func Tracing(opts ...TracingOption) acemq.Middleware {
-	cfg := tracingConfig{prop: propagation.TraceContext{}}
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	if cfg.tp == nil {
-		return func(next acemq.Handler) acemq.Handler { return next }
-	}
-	tracer := cfg.tp.Tracer("github.com/acemq/acemq/middleware")
-	return func(next acemq.Handler) acemq.Handler {
-		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
-			env := m.Envelope()
-			ctx = cfg.prop.Extract(ctx, messageCarrier{m})
-			ctx, span := tracer.Start(ctx, env.Queue+" process",
-				trace.WithSpanKind(trace.SpanKindConsumer),
-				trace.WithAttributes(
-					attribute.String("messaging.system", "rabbitmq"),
-					attribute.String("messaging.operation.type", "process"),
-					attribute.String("messaging.destination.name", env.Queue),
-					attribute.String("messaging.message.id", env.ID),
-					attribute.String("messaging.rabbitmq.destination.routing_key", env.RoutingKey),
-					attribute.Int("acemq.attempt", env.Attempt),
-					attribute.Bool("acemq.redelivered", env.Redelivered),
-				))
-			defer span.End()
-			a := next.ServeMessage(ctx, m)
-			span.SetAttributes(attribute.String("acemq.outcome", a.Outcome().String()))
-			if a.Outcome() != ack.OutcomeAccept {
-				msg := a.Outcome().String()
-				if a.Err() != nil {
-					span.RecordError(a.Err())
-					msg = a.Err().Error()
-				}
-				if a.Reason() != "" {
-					span.SetAttributes(attribute.String("acemq.reason", a.Reason()))
-				}
-				span.SetStatus(codes.Error, msg)
-			}
-			return a
-		})
-	}
+// Tracing returns the handler as it is.
+//
+// Deprecated: the server makes the process span of every delivery itself,
+// from the trace context its headers carry, around the handler and the
+// settlement, and ends it with what the server did (a retry, where; a dead
+// letter, and why); a middleware sees only the handler's answer, never
+// that the last retry was dead-lettered, and its span ended before the
+// copy that carries the trace on to the next attempt was published. Set
+// acemq.Server.TracerProvider (or the global provider) instead. Tracing is
+// kept, a no-op, so that a chain that lists it compiles and still makes
+// one span per delivery, not two. The handler's context holds the
+// server's span.
+func Tracing(...TracingOption) acemq.Middleware {
+	return func(next acemq.Handler) acemq.Handler { return next }
 }

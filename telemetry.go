@@ -1,0 +1,170 @@
+package acemq
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/telemetry"
+	"github.com/acemq/acemq/transport"
+)
+
+// The server's own span attributes, beside the semantic conventions'.
+const (
+	attrOutcome     = attribute.Key("acemq.outcome")     // what the server did: the outcome attribute of the metrics
+	attrAnswer      = attribute.Key("acemq.answer")      // what the handler answered (ack.Outcome)
+	attrAttempt     = attribute.Key("acemq.attempt")     // x-acemq-attempt, of the delivery or of the copy
+	attrRedelivered = attribute.Key("acemq.redelivered") // the broker's redelivered flag
+	attrTo          = attribute.Key("acemq.to")          // the queue a copy is for
+	attrWhere       = attribute.Key("acemq.where")       // where a retry or snooze waits: process, broker, delays
+	attrWait        = attribute.Key("acemq.wait")        // how long, in seconds
+	attrReason      = attribute.Key("acemq.reason")      // x-acemq-error of a give-up
+)
+
+// tracing returns the server's tracer and propagator: its own, else the
+// global ones, resolved once, at the first delivery or copy.
+func (e *engine) tracing() (trace.Tracer, telemetry.Propagation) {
+	in := e.inst
+	in.traceOnce.Do(func() {
+		in.tracer = telemetry.Tracer(e.srv.TracerProvider, meterName)
+		in.prop = telemetry.Propagator(e.srv.Propagator)
+	})
+	return in.tracer, in.prop
+}
+
+// startProcess starts the process span of one delivery, a child of the
+// trace context its headers carry (its creation context, linked as well,
+// as the conventions ask) or a new trace when they carry none. The server,
+// not a middleware, owns it: it spans the handler and the settlement, and
+// ends with what the server did (finish). Every copy the server publishes
+// is a child of it and carries its context, so that the next attempt joins
+// the trace.
+func (c *consumer) startProcess(d transport.Delivery, m *Message) (context.Context, trace.Span) {
+	tracer, prop := c.e.tracing()
+	qm := c.q.metrics
+	parent := prop.Extract(context.Background(), d.Headers)
+	ctx, span := telemetry.Start(parent, tracer, qm.processName, qm.processStart...)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	env := &m.env
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, semconv.MessagingMessageID(env.ID), semconv.MessagingMessageBodySize(len(m.body)),
+		attrAttempt.Int(env.Attempt), attrRedelivered.Bool(env.Redelivered))
+	if dest := consumerDestination(env.Exchange, env.RoutingKey, c.q.name); dest != c.q.name {
+		attrs = append(attrs, semconv.MessagingDestinationName(dest))
+	}
+	if env.RoutingKey != "" {
+		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(env.RoutingKey))
+	}
+	if env.CorrelationID != "" {
+		attrs = append(attrs, semconv.MessagingMessageConversationID(env.CorrelationID))
+	}
+	span.SetAttributes(attrs...)
+	if sc := trace.SpanContextFromContext(parent); sc.IsValid() {
+		span.AddLink(trace.Link{SpanContext: sc})
+	}
+	return ctx, span
+}
+
+// consumerDestination is messaging.destination.name of a delivery from
+// queue of a message first published to exchange with key, as RabbitMQ's
+// conventions write it: "{exchange}:{routing key}:{queue}", without the
+// empty ones, and with one of the key and the queue when they are the
+// same. A message published to a queue by name is just the queue.
+func consumerDestination(exchange, key, queue string) string {
+	if exchange == "" && (key == "" || key == queue) {
+		return queue
+	}
+	parts := make([]string, 0, 3)
+	for _, p := range [...]string{exchange, key} {
+		if p != "" && p != queue {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(append(parts, queue), ":")
+}
+
+// answered notes the handler's answer on the process span.
+func answered(span trace.Span, a ack.Ack) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attrAnswer.String(a.Outcome().String()))
+	if err := a.Err(); err != nil {
+		span.RecordError(err)
+	}
+}
+
+// finish reports a delivery the server is done with, just before it acks,
+// gives back or rejects the original: the metrics of its outcome o, and
+// the end of its process span. A delivery held for a refused copy ends
+// its span as held (outcomeHeld, no metric) and is counted once it is
+// settled.
+func (c *consumer) finish(m *Message, v settling, o outcome) {
+	s := c.q.metrics.sets(o, v.cause)
+	if o != outcomeHeld {
+		c.e.inst.handled.Add(v.ctx, 1, s.add...)
+		if v.ran {
+			c.e.inst.duration.Record(v.ctx, v.took.Seconds(), s.rec...)
+		}
+		c.e.inst.age.Record(v.ctx, ageOf(m.env, c.e.clock.Now()).Seconds(), s.rec...)
+	}
+	if v.held { // its span ended when it was held
+		return
+	}
+	span := trace.SpanFromContext(v.ctx)
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 5)
+		attrs = append(attrs, s.attr)
+		if v.settle == settleCopy && o != outcomeGivenBack {
+			attrs = append(attrs, attrTo.String(v.copy.to))
+			switch {
+			case v.where != "":
+				wait := v.copy.wait
+				if v.where != "process" {
+					wait = v.copy.delay
+				}
+				attrs = append(attrs, attrWhere.String(v.where), attrWait.Float64(wait.Seconds()))
+			case v.copy.reason != "":
+				attrs = append(attrs, attrReason.String(v.copy.reason))
+			}
+		}
+		if o.failed() {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(s.attr.Value.AsString()))
+			msg := s.attr.Value.AsString()
+			if v.settle == settleCopy && v.copy.reason != "" {
+				msg = v.copy.reason
+			}
+			span.SetStatus(codes.Error, msg)
+		}
+		span.SetAttributes(attrs...)
+	}
+	span.End()
+}
+
+// outcomeOfCopy is the outcome of a verdict whose copy was placed.
+func outcomeOfCopy(v verdict) outcome {
+	switch {
+	case v.cause != "":
+		return giveUpOutcome(v.cause)
+	case v.stamp:
+		return outcomeStamped
+	case v.snooze:
+		return outcomeSnooze
+	}
+	return outcomeRetry
+}
+
+// note adds an event to the process span of ctx: something the
+// settlement met on its way (a missing rung).
+func note(ctx context.Context, name string, attrs ...attribute.KeyValue) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(name, trace.WithAttributes(attrs...))
+	}
+}
