@@ -32,8 +32,9 @@ type Doc struct {
 	// BrokerProperties are the AMQP properties a copy drops, by their AMQP
 	// names ("expiration", "user_id").
 	BrokerProperties []string
-	// Reasons match the documented x-acemq-error values, N, <duration> and
-	// <err> standing for any text.
+	// Reasons match the documented x-acemq-error values, N, <duration>,
+	// <err>, <queue> and <reason> standing for any text, and <count> for
+	// ", N times" or nothing.
 	Reasons []*regexp.Regexp
 }
 
@@ -139,7 +140,8 @@ func reasons(lines []string) ([]*regexp.Regexp, error) {
 			return out, nil
 		}
 		p := regexp.QuoteMeta(strings.TrimSpace(l))
-		p = strings.NewReplacer(" N ", ` \d+ `, "<duration>", `\S+`, "<err>", `.*`).Replace(p)
+		p = strings.NewReplacer(" N ", ` \d+ `, "<duration>", `\S+`, "<err>", `.*`,
+			"<queue>", `.+`, "<reason>", `.+`, "<count>", `(?:, \d+ times)?`).Replace(p)
 		out = append(out, regexp.MustCompile("^"+p+"$"))
 	}
 	return nil, errors.New("the block of reasons does not end")
