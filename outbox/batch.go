@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -93,11 +94,13 @@ type result struct {
 	confirmed time.Time
 }
 
-// publish sends one row with the wire contract's headers. Whatever the
-// row holds, the outcome is the row's: a row that cannot be published as
-// it stands fails, and so does one whose publish panics (the panic is
-// logged with its stack), so that one row never stops the relay nor the
-// rest of its batch.
+// publish sends one row with the wire contract's headers, under a
+// producer span that is a child of the trace context stored with the row
+// (the writer's, when Write had one) and whose context the message
+// carries in its place. Whatever the row holds, the outcome is the row's:
+// a row that cannot be published as it stands fails, and so does one
+// whose publish panics (the panic is logged with its stack), so that one
+// row never stops the relay nor the rest of its batch.
 func (r *Relay) publish(ctx context.Context, x *row) (res result) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -113,6 +116,11 @@ func (r *Relay) publish(ctx context.Context, x *row) (res result) {
 		r.in.failed.Add(ctx, 1, r.in.other)
 		return result{outcome: failed, err: err}
 	}
+	ctx, span := telemetry.StartPublish(r.prop.Extract(ctx, pub.Headers), r.tracer,
+		telemetry.Publish{Exchange: pub.Exchange, RoutingKey: pub.RoutingKey, ID: x.id, CorrelationID: pub.CorrelationID, BodySize: len(pub.Body)},
+		r.table)
+	defer span.End()
+	r.prop.Inject(ctx, pub.Headers)
 	c, err := r.t.Publish(ctx, pub)
 	switch {
 	case err == nil && c.Routed:
@@ -122,7 +130,11 @@ func (r *Relay) publish(ctx context.Context, x *row) (res result) {
 		return result{outcome: published, confirmed: time.Now()}
 	case err == nil:
 		r.in.unroutable.Add(ctx, 1, r.in.kept)
+		telemetry.Fail(span, telemetry.Unroutable, errUnroutable)
 		return result{outcome: unroutable, err: errUnroutable}
+	}
+	telemetry.Fail(span, "", err)
+	switch {
 	case errors.Is(err, transport.ErrClosed), errors.Is(err, transport.ErrBlocked), ctx.Err() != nil:
 		// Nothing wrong with the message: the row is left as it was.
 		return result{outcome: untouched, err: err}

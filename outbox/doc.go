@@ -162,9 +162,24 @@
 // transaction pooling loses the notifications; the relay then works by
 // polling alone).
 //
+// # Tracing
+//
+// [Outbox.Write] stores the trace context of its ctx with the row. The
+// relay publishes each row under a producer span, "publish {queue}" (or
+// "publish {exchange}"), with the messaging semantic conventions'
+// attributes and acemq.outbox.table: a child of that stored context, so
+// that it joins the writer's trace, and the message carries the span's
+// context in its place, so that the consumer's process span is its child.
+// A publish that fails ends its span with an error and error.type
+// (unroutable, nacked, unconfirmed, ...). The spans go to
+// [WithTracerProvider]'s provider, else the global one; trace context is
+// read and written with [WithPropagator]'s propagator, else the global
+// one, else W3C trace context.
+//
 // # Metrics
 //
-// With [WithMeterProvider], a relay reports acemq.outbox.pending and
+// To [WithMeterProvider]'s provider, else the global one
+// (otel.GetMeterProvider), a relay reports acemq.outbox.pending and
 // acemq.outbox.oldest.age (gauges computed from the table when metrics
 // are collected), acemq.outbox.published, acemq.outbox.unroutable,
 // acemq.outbox.publish.failed by reason (nacked, unconfirmed, error), and

@@ -6,7 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/acemq/acemq/internal/telemetry"
 )
 
 // The relay's metric names.
@@ -41,11 +42,10 @@ type instruments struct {
 	kept, dropped              metric.AddOption // unroutable: the row stays, or WithUnroutableOK deleted it
 }
 
+// newInstruments makes the relay's instruments from mp, or from the global
+// meter provider when mp is nil.
 func newInstruments(mp metric.MeterProvider, table string) *instruments {
-	if mp == nil {
-		mp = noop.NewMeterProvider()
-	}
-	m := mp.Meter(meterName)
+	m := telemetry.MeterProvider(mp).Meter(meterName, metric.WithSchemaURL(telemetry.SchemaURL))
 	in := &instruments{meter: m}
 	// Creation fails only on an invalid name; ours are constants, and a
 	// failed instrument is a no-op one.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -55,6 +57,8 @@ type relayConfig struct {
 	stopTimeout time.Duration
 	logger      *zap.Logger
 	meters      metric.MeterProvider
+	tracers     trace.TracerProvider
+	propagator  propagation.TextMapPropagator
 	// unroutableOK are the exchanges whose messages may reach no queue:
 	// events fanned out to whoever subscribes, none included.
 	unroutableOK map[string]bool
@@ -125,8 +129,22 @@ func WithLogger(l *zap.Logger) RelayOption { return loggerOption{l} }
 func WithUnroutableOK(exchanges ...string) RelayOption { return unroutableOption(exchanges) }
 
 // WithMeterProvider sets where the relay's metrics go (see "Metrics" in the
-// package documentation); a no-op provider unless given.
+// package documentation); the global provider (otel.GetMeterProvider)
+// unless given.
 func WithMeterProvider(mp metric.MeterProvider) RelayOption { return meterOption{mp} }
+
+// WithTracerProvider sets where the relay's spans go (see "Tracing" in the
+// package documentation); the global provider (otel.GetTracerProvider)
+// unless given.
+func WithTracerProvider(tp trace.TracerProvider) RelayOption { return tracerOption{tp} }
+
+// WithPropagator sets how the relay reads the trace context stored with a
+// row and writes its publish span's into the message; the global
+// propagator as NewRelay finds it (otel.GetTextMapPropagator) unless
+// given, or W3C trace context while that is otel's default, which
+// propagates nothing. [Outbox.Write] stores trace context with the same
+// default: set the global propagator, not this, to change both.
+func WithPropagator(p propagation.TextMapPropagator) RelayOption { return propagatorOption{p} }
 
 type tableOption string
 
@@ -174,3 +192,11 @@ func (o loggerOption) applyRelay(c *relayConfig) { c.logger = o.l }
 type meterOption struct{ mp metric.MeterProvider }
 
 func (o meterOption) applyRelay(c *relayConfig) { c.meters = o.mp }
+
+type tracerOption struct{ tp trace.TracerProvider }
+
+func (o tracerOption) applyRelay(c *relayConfig) { c.tracers = o.tp }
+
+type propagatorOption struct{ p propagation.TextMapPropagator }
+
+func (o propagatorOption) applyRelay(c *relayConfig) { c.propagator = o.p }

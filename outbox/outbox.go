@@ -8,10 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/pgident"
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/internal/wire"
 )
 
@@ -65,8 +64,10 @@ func (o *Outbox) Table() string { return o.name.String() }
 // A message that could never be published is refused here rather than by
 // the broker later: a malformed target or header wraps [ErrInvalidMessage],
 // a body over [WithMaxBodySize] wraps [ErrTooLarge]. The trace context of
-// ctx, if any, is written into the headers (W3C traceparent), so the
-// consumer's span joins the writer's trace.
+// ctx, if any, is stored with the headers, by the global propagator (W3C
+// traceparent while that is otel's default, which propagates nothing):
+// the relay's publish span is its child, so the consumer's span joins
+// the writer's trace.
 func (o *Outbox) Write(ctx context.Context, tx pgx.Tx, msg Message) (id string, err error) {
 	if tx == nil {
 		return "", errors.New("acemq: outbox write with a nil transaction")
@@ -75,7 +76,7 @@ func (o *Outbox) Write(ctx context.Context, tx pgx.Tx, msg Message) (id string, 
 	for k, v := range msg.Headers {
 		h[k] = v
 	}
-	propagation.TraceContext{}.Inject(ctx, acemq.HeaderCarrier(h))
+	telemetry.Propagator(nil).Inject(ctx, h)
 	msg.Headers = h
 	exchange, key, headers, err := msg.validate(o.maxBody)
 	if err != nil {

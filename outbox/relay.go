@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	ibackoff "github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/internal/logging"
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -30,6 +33,10 @@ type Relay struct {
 	cfg relayConfig
 	log *zap.Logger
 	in  *instruments
+	// The producer span of each publish.
+	tracer trace.Tracer
+	prop   telemetry.Propagation
+	table  attribute.KeyValue
 }
 
 // NewRelay returns a relay from o to t. Like every constructor here it
@@ -63,7 +70,9 @@ func NewRelay(o *Outbox, t transport.Transport, opts ...RelayOption) (*Relay, er
 		return nil, fmt.Errorf("acemq: outbox.NewRelay with a stop timeout of %s; it must be positive", cfg.stopTimeout)
 	}
 	log := logging.Or(cfg.logger).With(zap.String("outbox", o.Table()))
-	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters, o.Table())}, nil
+	return &Relay{o: o, t: t, cfg: cfg, log: log, in: newInstruments(cfg.meters, o.Table()),
+		tracer: telemetry.Tracer(cfg.tracers, meterName), prop: telemetry.Propagator(cfg.propagator),
+		table: attribute.String("acemq.outbox.table", o.Table())}, nil
 }
 
 // Run relays until ctx ends, then records the publishes it started (within
