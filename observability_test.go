@@ -630,3 +630,35 @@ func BenchmarkServerTracing(b *testing.B) {
 		})
 	}
 }
+
+// TestReplaySpan: a replayed copy is published under a producer span, a
+// child of the trace context the dead letter carries (its last
+// attempt's), and carries that span's: its next attempt joins its trace.
+func TestReplaySpan(t *testing.T) {
+	t.Parallel()
+	rec, tp := tracing(t)
+	broker, conn := bare(t)
+	ctx := context.Background()
+	if err := conn.Declare(ctx, acemq.Topology("orders", retry.Policy{}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, last := tp.Tracer("test").Start(ctx, "publish orders.dlq")
+	last.End()
+	if _, err := conn.Publish(ctx, transport.Publishing{RoutingKey: "orders.dlq", Body: []byte("{}"), Headers: map[string]any{
+		acemq.HeaderID: "order-1", acemq.HeaderAttempt: int64(5), acemq.HeaderError: "exhausted 5 attempts: boom",
+		"traceparent": traceparent(last.SpanContext()),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := acemq.Replay(ctx, conn, "orders.dlq", acemq.ReplayOptions{TracerProvider: tp}); err != nil || res.Moved != 1 {
+		t.Fatalf("replay: %v, %v", res, err)
+	}
+	spans := named(rec, "publish orders")
+	if len(spans) != 1 || spans[0].Parent().SpanID() != last.SpanContext().SpanID() ||
+		attr(spans[0], "acemq.replay.from").AsString() != "orders.dlq" || attr(spans[0], "acemq.attempt").AsInt64() != 1 {
+		t.Fatalf("replay spans %v", spans)
+	}
+	if got := broker.Peek("orders")[0].Headers["traceparent"]; got != traceparent(spans[0].SpanContext()) {
+		t.Errorf("the replayed copy carries %v, want the replay span's context", got)
+	}
+}

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
@@ -48,6 +52,14 @@ type ReplayOptions struct {
 	// DefaultPublishTimeout. Past it the outcome is unknown and the replay
 	// stops.
 	PublishTimeout time.Duration
+	// TracerProvider is where the producer span of each copy goes: a child
+	// of the trace context the message carries (its last attempt's), and
+	// linked to the one of Replay's ctx, so that the replayed message's
+	// next attempt joins its trace. Nil is the global one.
+	TracerProvider trace.TracerProvider
+	// Propagator reads and writes that trace context; nil is the global
+	// one, or W3C trace context while that is otel's default.
+	Propagator propagation.TextMapPropagator
 }
 
 // ReplayStop says why a replay stopped, because "moved 500" means something
@@ -124,7 +136,8 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 // when Stopped is ReplayFailed, and then the counts say how far it got. A
 // cancelled ctx stops it before the next message with ctx's error.
 func Replay(ctx context.Context, t transport.Transport, from string, opts ReplayOptions) (ReplayResult, error) {
-	r := &replayer{t: t, from: from, opts: opts, clock: clockOf(t, nil)}
+	r := &replayer{t: t, from: from, opts: opts, clock: clockOf(t, nil),
+		tracer: telemetry.Tracer(opts.TracerProvider, meterName), prop: telemetry.Propagator(opts.Propagator)}
 	if opts.To == from && from != "" {
 		return ReplayResult{Stopped: ReplayFailed}, fmt.Errorf("acemq: replay from %q to itself would take its own copies again", from)
 	}
@@ -145,6 +158,9 @@ type replayer struct {
 	clock transport.Clock
 	held  []transport.Acknowledger // to give back, in the order they were taken
 	res   ReplayResult
+
+	tracer trace.Tracer
+	prop   telemetry.Propagation
 }
 
 func (r *replayer) run(ctx context.Context) (ReplayResult, error) {
@@ -210,13 +226,25 @@ func (r *replayer) move(ctx context.Context, d transport.Delivery, m *Message) e
 	// that stopping does not leave a duplicate behind.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	conf, err := r.t.Publish(pctx, wire.Copy(d, wire.Envelope(m.Envelope()), to, attempt, reason))
+	p := wire.Copy(d, wire.Envelope(m.Envelope()), to, attempt, reason)
+	pctx, span := telemetry.StartPublish(r.prop.Extract(pctx, d.Headers), r.tracer,
+		telemetry.Publish{RoutingKey: to, ID: m.ID(), CorrelationID: p.CorrelationID, BodySize: len(p.Body)},
+		attrTo.String(to), attrAttempt.Int(attempt), attrReplayFrom.String(r.from))
+	defer span.End()
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && span.IsRecording() {
+		span.AddLink(trace.Link{SpanContext: sc}) // the replay's own
+	}
+	r.prop.Inject(pctx, p.Headers)
+	conf, err := r.t.Publish(pctx, p)
 	switch {
 	case errors.Is(err, transport.ErrNacked):
+		telemetry.Fail(span, "", err)
 		return fail(err)
 	case err != nil:
+		telemetry.Fail(span, "", err)
 		return fail(fmt.Errorf("%w (the copy may have arrived in %q: a duplicate, never a loss)", err, to))
 	case !conf.Routed:
+		telemetry.Fail(span, telemetry.Unroutable, ErrUnroutable)
 		return fail(ErrUnroutable)
 	}
 	r.res.Moved++

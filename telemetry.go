@@ -24,6 +24,7 @@ const (
 	attrWhere       = attribute.Key("acemq.where")       // where a retry or snooze waits: process, broker, delays
 	attrWait        = attribute.Key("acemq.wait")        // how long, in seconds
 	attrReason      = attribute.Key("acemq.reason")      // x-acemq-error of a give-up
+	attrReplayFrom  = attribute.Key("acemq.replay.from") // the queue a replayed copy was taken from
 )
 
 // tracing returns the server's tracer and propagator: its own, else the
