@@ -67,6 +67,7 @@ type ackLedger struct {
 // ackChannel is what the ledger sends on: an *amqp.Channel.
 type ackChannel interface {
 	Ack(tag uint64, multiple bool) error
+	Nack(tag uint64, multiple, requeue bool) error
 	Reject(tag uint64, requeue bool) error
 }
 
@@ -102,7 +103,8 @@ func (l *ackLedger) ack(tag uint64) error {
 	return l.send()
 }
 
-// reject queues a reject of tag and sends it.
+// reject queues a reject of tag and sends it: with requeue a give-back,
+// sent as basic.nack (giveBack).
 func (l *ackLedger) reject(tag uint64, requeue bool) error {
 	l.mu.Lock()
 	if l.closed {
@@ -254,8 +256,10 @@ func (l *ackLedger) plan() []ackFrame {
 func (l *ackLedger) write(f ackFrame) error {
 	var err error
 	switch {
+	case f.reject && f.requeue:
+		err = giveBack(l.ch, f.tag)
 	case f.reject:
-		err = l.ch.Reject(f.tag, f.requeue)
+		err = l.ch.Reject(f.tag, false)
 	default:
 		err = l.ch.Ack(f.tag, f.multiple)
 	}

@@ -62,6 +62,21 @@ func (b *tagBroker) Reject(tag uint64, requeue bool) error {
 	return nil
 }
 
+func (b *tagBroker) Nack(tag uint64, multiple, requeue bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.check(tag); err != nil {
+		return err
+	}
+	if multiple {
+		return errors.New("tagBroker: a multiple nack")
+	}
+	b.frames = append(b.frames, fmt.Sprintf("nack %d requeue=%t", tag, requeue))
+	delete(b.open, tag)
+	b.outcome[tag] = map[bool]string{true: "requeue", false: "drop"}[requeue]
+	return nil
+}
+
 func (b *tagBroker) check(tag uint64) error {
 	if b.closed {
 		return amqp.ErrClosed
@@ -117,7 +132,7 @@ func TestAckLedgerFrames(t *testing.T) {
 			[]string{"reject 3 requeue=false"}, []string{"ack 4 multiple=true"}},
 		{"a requeue goes alone", 100,
 			[]step{{tag: 1, reject: true, requeue: true}, {tag: 2}},
-			[]string{"reject 1 requeue=true"}, []string{"ack 2 multiple=true"}},
+			[]string{"nack 1 requeue=true"}, []string{"ack 2 multiple=true"}},
 		{"three quarters of the prefetch behind the head go alone", 8, acks(2, 3, 4, 5, 6, 7, 1),
 			[]string{"ack 2 multiple=false", "ack 3 multiple=false", "ack 4 multiple=false", "ack 5 multiple=false", "ack 6 multiple=false", "ack 7 multiple=false"},
 			[]string{"ack 1 multiple=true"}},
@@ -296,8 +311,9 @@ func TestAckLedgerConcurrent(t *testing.T) {
 // nopChannel accepts every frame.
 type nopChannel struct{}
 
-func (nopChannel) Ack(uint64, bool) error    { return nil }
-func (nopChannel) Reject(uint64, bool) error { return nil }
+func (nopChannel) Ack(uint64, bool) error        { return nil }
+func (nopChannel) Nack(uint64, bool, bool) error { return nil }
+func (nopChannel) Reject(uint64, bool) error     { return nil }
 
 // BenchmarkAckLedger is the ledger's cost per ack: in delivery order, and
 // behind a delivery held for the whole run (its cost must not grow with

@@ -36,13 +36,43 @@ func (a *acker) Ack() error {
 	return a.settle(func() error { return a.ch.Ack(a.tag, false) })
 }
 
-// Reject rejects this delivery; requeue false lets the queue's dead-letter
-// exchange take it.
+// Reject with requeue gives this delivery back (basic.nack, requeue set:
+// see giveBack for why not basic.reject); without requeue it rejects it
+// (basic.reject), for the queue's dead-letter exchange to take.
 func (a *acker) Reject(requeue bool) error {
 	if a.ledger != nil {
 		return a.settle(func() error { return a.ledger.reject(a.tag, requeue) })
 	}
-	return a.settle(func() error { return a.ch.Reject(a.tag, requeue) })
+	if requeue {
+		return a.settle(func() error { return giveBack(a.ch, a.tag) })
+	}
+	return a.settle(func() error { return a.ch.Reject(a.tag, false) })
+}
+
+// giveBack returns the delivery tag to its queue, unhandled, with
+// basic.nack (requeue, not multiple) and never basic.reject. A give-back
+// says "not now" (a shutdown, a replay skipping a message, a peek, an
+// unknown outcome), not "this message failed", and on a quorum queue with
+// a delivery limit the two may cost differently:
+//
+//   - RabbitMQ 3.10.8 (measured: TestGiveBackDeliveryBudget) and 3.13 (its
+//     source): every return counts, basic.reject, basic.nack and a closed
+//     channel alike, x-delivery-count +1 each.
+//   - 4.0 to 4.2 (their source): the limit counts acquisitions, which
+//     every return adds to, the same three alike; x-delivery-count shows
+//     that count.
+//   - 4.3 and later (their documentation, "Negative Acknowledgements", and
+//     source): basic.reject with requeue counts as a failed delivery,
+//     basic.nack with requeue does not (only x-acquired-count grows); a
+//     closed channel or connection still counts, a consumer timeout does
+//     not.
+//
+// So nack never spends more of the budget than reject, and from 4.3 it
+// spends none.
+func giveBack(ch interface {
+	Nack(tag uint64, multiple, requeue bool) error
+}, tag uint64) error {
+	return ch.Nack(tag, false, true)
 }
 
 func (a *acker) settle(send func() error) error {
