@@ -32,7 +32,11 @@
 // rejected messages are dead-lettered with RabbitMQ's x-death and
 // x-first-death-* headers, and arrive showing the dead-letter exchange and
 // key; cycles with no rejection in them are dropped), x-queue-type quorum
-// (durable only, x-delivery-count on redeliveries, x-delivery-limit), and
+// (durable only, x-delivery-count on redeliveries, x-delivery-limit: every
+// return counts, a reject with requeue, a closed subscription or
+// connection, a consumer timeout, as RabbitMQ 3.10 counts basic.reject,
+// basic.nack and a closed channel alike; past the limit the message is
+// dead-lettered with reason delivery_limit, its count left behind), and
 // on a quorum queue under reject-publish x-dead-letter-strategy
 // at-least-once: a dead letter that cannot be placed (its exchange
 // missing or routing nowhere, a cycle, a target refusing it) is held by
