@@ -22,8 +22,9 @@ var ErrURL = errors.New("acemq: the transport URL's scheme is not amqp, amqps or
 //   - amqp://user:password@host:5672/vhost and amqps://...: RabbitMQ, by
 //     transport/amqp's Dial with opts (the error never shows the password);
 //   - memory://name: a connection to the process's in-memory broker of that
-//     name (memory.Shared), made on first use, with its virtual clock: for
-//     tests and a laptop with no broker. opts do not apply.
+//     name (memory.Shared), made on first use, on the wall clock: for a
+//     laptop with no broker, and tests of the wiring (a test of timing
+//     wants acemqtest's virtual clock). opts do not apply.
 //
 // Close the transport when done; a memory broker outlives its connections.
 func Transport(ctx context.Context, url string, opts ...rabbitmq.Option) (transport.Transport, error) {

@@ -9,9 +9,10 @@ var shared struct {
 
 // Shared returns the process's broker of that name, made on first use: the
 // broker a "memory://name" URL names (dial.Transport), so that a service and
-// its test configured with the same URL meet on one broker. It lives as
-// long as the process; a test that wants a broker of its own uses a name
-// of its own, or New.
+// whatever else in the process is configured with the same URL meet on one
+// broker. It tells wall time (WithRealClock): a service run on it retries
+// and expires as it would on RabbitMQ. It lives as long as the process; a
+// test that wants a virtual clock uses New (or acemqtest).
 func Shared(name string) *Broker {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -21,7 +22,7 @@ func Shared(name string) *Broker {
 	if shared.brokers == nil {
 		shared.brokers = map[string]*Broker{}
 	}
-	b := New()
+	b := New(WithRealClock())
 	shared.brokers[name] = b
 	return b
 }
