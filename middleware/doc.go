@@ -18,7 +18,7 @@
 // middleware, logs it with its stack and treats it as a retry, so a panic
 // never takes the process down, with or without Recover. Recover is for
 // seeing a panic, not for surviving one: put it innermost, next to the
-// handler, and the middleware around it (tracing, logging) sees an
+// handler, and the middleware around it (logging, say) sees an
 // ordinary failure carrying a [*PanicError] with the stack. Idempotent
 // does not recover: it releases its claim as a panic passes through it.
 package middleware

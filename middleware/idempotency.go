@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq"
@@ -55,7 +55,8 @@ func WithIdempotencyLogger(log *zap.Logger) IdempotentOption {
 }
 
 // WithIdempotencyMeterProvider sets where the [MetricDuplicates] counter
-// goes; by default nowhere.
+// goes; by default the global meter provider (otel.GetMeterProvider), as
+// the server's metrics do.
 func WithIdempotencyMeterProvider(mp metric.MeterProvider) IdempotentOption {
 	return idempotentOptionFunc(func(c *idempotentConfig) { c.mp = mp })
 }
@@ -129,13 +130,13 @@ func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middlew
 	if store == nil {
 		panic("acemq: middleware.Idempotent with a nil store")
 	}
-	cfg := idempotentConfig{mp: noop.NewMeterProvider()}
+	var cfg idempotentConfig
 	for _, o := range opts {
 		o.applyIdempotent(&cfg)
 	}
 	cfg.log = logging.Or(cfg.log)
 	if cfg.mp == nil {
-		cfg.mp = noop.NewMeterProvider()
+		cfg.mp = otel.GetMeterProvider()
 	}
 	// Creation fails only on an invalid name, and ours is a constant; a
 	// failed instrument is a no-op one.
