@@ -64,7 +64,9 @@ func TestRetryAfterOnTheDelayQueues(t *testing.T) {
 		t.Error("a handler's wait went to a rung")
 	}
 	f.broker.Clock().Advance(17*time.Minute - time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
+	if got := onLevel(f.broker); got != delay.Level(5) { // 8160 = 0b1111111100000: its last wait, 32 units, on level 5
+		t.Fatalf("a millisecond before due it waits on %q, want %s", got, delay.Level(5))
+	}
 	if n := len(h.deliveries()); n != 1 {
 		t.Fatalf("%d deliveries before due, want 1", n)
 	}

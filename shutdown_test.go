@@ -124,7 +124,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	time.Sleep(10 * time.Millisecond)
+	<-srv.Ready()
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v after its context ended", err)
