@@ -36,6 +36,12 @@ type consumer struct {
 func (c *consumer) work(w *worker, sub transport.Subscription) {
 	c.each(sub, func(d transport.Delivery) bool {
 		if isClosed(c.e.stop.requested) {
+			// Given back while the consumer is still subscribed, it would
+			// come straight back to it, round and round until the cancel:
+			// a loop that spends a quorum queue's delivery budget (every
+			// return counts before RabbitMQ 4.3). So it waits for the
+			// cancel; prefetch bounds what waits so.
+			<-c.e.stop.cancelled
 			c.giveBack(d)
 			return true
 		}

@@ -18,7 +18,10 @@ type Envelope struct {
 	// so a restart does not reset it.
 	Attempt int
 	// Error is x-acemq-error: why a dead-lettered or parked message was given
-	// up on. Empty on ordinary deliveries.
+	// up on. A message the broker dead-lettered itself (its delivery limit,
+	// a TTL, a rejection, a full queue) carries no x-acemq-error: its reason
+	// is read from the newest x-death entry instead. Empty on ordinary
+	// deliveries.
 	Error string
 	// CreatedAt is when the message was first published; it survives
 	// republishing, so age is the message's and not this attempt's.
