@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/internal/escape"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
 )
@@ -210,10 +212,14 @@ func (a *app) fail(fs *flag.FlagSet, err error) int {
 // argument that might hold one.
 func (a *app) redact(s string) string { return a.secrets.redact(s, a.url) }
 
+// printJSON prints v indented, with every rune a terminal would act on
+// written as a \u escape (escape.JSON): a decoder reads the same strings.
 func (a *app) printJSON(v any) {
-	enc := json.NewEncoder(a.stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	_, _ = a.stdout.Write(escape.JSON(buf.Bytes()))
 }
 
 // oneLine keeps a reason or body on its line of a table.

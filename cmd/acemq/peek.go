@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/escape"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -139,18 +140,18 @@ func (a *app) printPeek(out peekOut, withBody bool) {
 	}
 	if withBody { // a record per message: bodies would break a table
 		for _, m := range out.Messages {
-			b := *m.Body
+			b := escape.String(*m.Body)
 			if len(b) > maxBodyText {
-				b = b[:maxBodyText] + "… (" + strconv.Itoa(m.Bytes) + " bytes)"
+				b = escape.Cut(*m.Body, maxBodyText) + " (" + strconv.Itoa(m.Bytes) + " bytes)"
 			}
-			fmt.Fprintf(a.stdout, "\n%s  attempt %d  age %s\n  reason: %s\n  body:   %s\n", m.ID, m.Attempt, m.Age, oneLine(orDash(m.Reason)), oneLine(b))
+			fmt.Fprintf(a.stdout, "\n%s  attempt %d  age %s\n  reason: %s\n  body:   %s\n", escape.String(m.ID), m.Attempt, m.Age, escape.String(orDash(m.Reason)), b)
 		}
 		return
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tATTEMPT\tAGE\tREASON")
 	for _, m := range out.Messages {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", m.ID, m.Attempt, m.Age, oneLine(orDash(m.Reason)))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", escape.String(m.ID), m.Attempt, m.Age, escape.String(orDash(m.Reason)))
 	}
 	_ = tw.Flush()
 }
