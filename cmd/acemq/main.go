@@ -10,6 +10,7 @@
 //	acemq topology --queue orders --attempts 5 --initial 1s --max 1m --apply
 //	acemq topology --delays --queue orders --apply
 //	acemq delays   --peek 20
+//	acemq status   --queue orders
 //
 // The broker URL comes from --url or ACEMQ_AMQP_URL. Passwords are never
 // printed. Every command takes --json. Exit status: 0 done, 1 failed, 2 the
@@ -65,9 +66,14 @@ Commands:
   delays     show what waits on the delay queues: messages per level, the
              undeliverable ones, and with --peek, per destination, when due
   version    print the version of acemq this binary was built from
+  status     every acemq queue of the vhost, grouped by service: messages,
+             ready, unacked, consumers and rates (management API), or the
+             queues named with --queue
 
 Run "acemq <command> --help" for a command's flags.
 The broker URL is --url, or $ACEMQ_AMQP_URL. Passwords are never printed.
+For amqps://: --tls-ca, --tls-cert, --tls-key, --tls-server-name (or
+$ACEMQ_TLS_CA, $ACEMQ_TLS_CERT, $ACEMQ_TLS_KEY, $ACEMQ_TLS_SERVER_NAME).
 Exit status: 0 done, 1 failed, 2 wrong command line.
 `
 
@@ -78,7 +84,7 @@ func main() {
 }
 
 func dialRabbitMQ(ctx context.Context, url string) (transport.Transport, error) {
-	return rabbitmq.Dial(ctx, url, rabbitmq.WithConnectionName("acemq-cli"), rabbitmq.WithDialTimeout(15*time.Second))
+	return rabbitmq.Dial(ctx, url, rabbitmq.WithConnectionName("acemq-cli"), rabbitmq.WithDialTimeout(15*time.Second), rabbitmq.WithTLS(tlsFrom(ctx)))
 }
 
 // run is the whole command line: main wires it to the process, tests to a
@@ -101,6 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func
 		"topology": a.topology,
 		"delays":   a.delays,
 		"version":  a.version,
+		"status":   a.status,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":
@@ -139,6 +146,7 @@ func (a *app) flags(name, synopsis, about string, broker bool) (*flag.FlagSet, *
 	url := new(string)
 	if broker {
 		fs.StringVar(url, "url", "", "broker URL, amqp://user:password@host:5672/vhost (default $"+EnvURL+")")
+		tlsFlags(fs)
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage:\n  acemq %s %s\n\n%s\nFlags:\n", name, synopsis, about)
@@ -191,8 +199,18 @@ func (a *app) connect(fs *flag.FlagSet, url string) (transport.Transport, int) {
 	if err := amqpconn.CheckURL(url); err != nil {
 		return nil, a.usageError(fs, "%s: %v", from, err)
 	}
-	t, err := a.dial(a.ctx, url)
+	cfg, err := a.tlsConfig(fs)
 	if err != nil {
+		return nil, a.usageError(fs, "%v", err)
+	}
+	if cfg != nil && !strings.HasPrefix(url, "amqps://") {
+		return nil, a.usageError(fs, "the TLS flags are for amqps:// (port 5671 by default); %s is not one", from)
+	}
+	t, err := a.dial(withTLS(a.ctx, cfg), url)
+	if err != nil {
+		if strings.HasPrefix(url, "amqps://") {
+			err = a.explainTLS(fs, err)
+		}
 		if !strings.Contains(a.redact(err.Error()), amqpconn.Redact(url)) {
 			err = fmt.Errorf("connect to %s: %w", amqpconn.Redact(url), err)
 		}

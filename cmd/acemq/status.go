@@ -1,0 +1,423 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
+)
+
+// Roles of a queue in acemq's family.
+const (
+	roleWork          = "work"
+	roleDLQ           = "dlq"
+	roleParked        = "parked"
+	roleRung          = "rung"
+	roleDelayLevel    = "delay level"
+	roleUndeliverable = "undeliverable"
+)
+
+// queueStat is one queue as status shows it. What the source does not
+// report is absent (nil): a passive declare gives ready messages and
+// consumers only.
+type queueStat struct {
+	Name        string   `json:"name"`
+	Role        string   `json:"role"`
+	Missing     bool     `json:"missing,omitempty"` // named, or implied by its family, and not there
+	Type        string   `json:"type,omitempty"`    // classic, quorum, stream
+	State       string   `json:"state,omitempty"`   // running, idle, down...
+	Messages    *int     `json:"messages,omitempty"`
+	Ready       *int     `json:"ready,omitempty"`
+	Unacked     *int     `json:"unacked,omitempty"`
+	Consumers   *int     `json:"consumers,omitempty"`
+	PublishRate *float64 `json:"publish_per_second,omitempty"`
+	DeliverRate *float64 `json:"deliver_per_second,omitempty"`
+	rungWait    time.Duration
+}
+
+// service is a work queue and what acemq declares beside it.
+type service struct {
+	Queue  string      `json:"queue"`
+	Queues []queueStat `json:"queues"` // Q first, then Q.dlq, Q.parked, the rungs by wait
+}
+
+type statusOut struct {
+	Vhost           string      `json:"vhost"`
+	Source          string      `json:"source"` // "management API" or "passive declares"
+	Management      string      `json:"management"`
+	ManagementError string      `json:"management_error,omitempty"`
+	Services        []service   `json:"services"`
+	Delays          []queueStat `json:"delay_queues,omitempty"`
+	Other           []string    `json:"other_queues,omitempty"` // in the vhost, not acemq's
+}
+
+// status shows every acemq queue of a vhost: the management API lists
+// them; without it only the queues named can be looked at, by passive
+// declare.
+func (a *app) status(args []string) int {
+	fs, asJSON, url := a.flags("status", "[--queue Q]... [--management URL] [--url URL]",
+		`Shows every acemq queue of the vhost, grouped by service: each work queue Q
+(a queue with Q.dlq or Q.parked beside it), then Q.dlq, Q.parked and its
+rungs (Q.retry.<delay>), and the delay queues (acemq.delay.v1.*): messages,
+ready and unacked, consumers, and publish and deliver rates.
+
+AMQP cannot list queues; RabbitMQ's management plugin can, and status reads
+its HTTP API (GET /api/queues/{vhost}) at --management, by default the
+broker's host on port 15672 (https on 15671 for amqps://) with the URL's
+user, who needs the monitoring (or management) tag. Its numbers are its
+last sample, a few seconds old. When it is not reachable status says so and
+shows only the queues named with --queue (each with its .dlq and .parked,
+and the delay queues), by passive declare: ready messages and consumers.
+With --queue and the API, only those services are shown.
+
+Example:
+  acemq status
+  acemq status --queue orders --queue payments --json
+`, true)
+	var queues listFlag
+	fs.Var(&queues, "queue", "a work queue (orders) or any queue of its family to show (repeatable; all of them by default)")
+	management := fs.String("management", "", "the management API, http://host:15672 (default: the broker's host, or $"+EnvManagement+")")
+	if code, done := a.parse(fs, args); done {
+		return code
+	}
+	rawURL := *url
+	if rawURL == "" {
+		rawURL = a.getenv(EnvURL)
+	}
+	if rawURL == "" {
+		return a.usageError(fs, "no broker: give --url or set $%s", EnvURL)
+	}
+	a.url = rawURL
+	uri, err := amqp.ParseURI(rawURL)
+	if err != nil {
+		return a.usageError(fs, "--url: %v", err)
+	}
+	tlsConfig, err := a.tlsConfig(fs)
+	if err != nil {
+		return a.usageError(fs, "%v", err)
+	}
+	mgmtURL := *management
+	if mgmtURL == "" {
+		mgmtURL = a.getenv(EnvManagement)
+	}
+	extra := a.secrets
+	if mgmtURL != "" {
+		extra.args = append(slices.Clone(extra.args), mgmtURL) // from the environment, it is not among the arguments
+	}
+	a.secrets = extra.withHTTPURLs()
+	mc, err := newMgmtClient(mgmtURL, rawURL, tlsConfig)
+	if err != nil {
+		return a.usageError(fs, "%v", err)
+	}
+	out := statusOut{Vhost: uri.Vhost, Management: mc.String()}
+	listed, err := mc.queues(a.ctx, uri.Vhost)
+	if err == nil {
+		out.Source = "management API"
+		stats := make([]queueStat, 0, len(listed))
+		for _, q := range listed {
+			stats = append(stats, fromManagement(q))
+		}
+		out.Services, out.Delays, out.Other = group(stats, queues)
+		return a.printStatus(out, *asJSON)
+	}
+	if a.ctx.Err() != nil {
+		return a.fail(fs, err)
+	}
+	out.Source, out.ManagementError = "passive declares", a.redact(err.Error())
+	var me *mgmtError
+	if errors.As(err, &me) && strings.HasPrefix(me.what, "the management plugin is not reachable") {
+		out.ManagementError += ": enable it with rabbitmq-plugins enable rabbitmq_management"
+	}
+	if len(queues) == 0 {
+		fmt.Fprintf(a.stderr, "%s: %s; name the queues to show with --queue (AMQP cannot list them)\n", fs.Name(), out.ManagementError)
+		return exitError
+	}
+	fmt.Fprintf(a.stderr, "%s: %s; showing only the queues named\n", fs.Name(), out.ManagementError)
+	t, code := a.connect(fs, *url)
+	if t == nil {
+		return code
+	}
+	defer t.Close()
+	stats, err := a.inspectNamed(t, queues)
+	if err != nil {
+		return a.fail(fs, err)
+	}
+	out.Services, out.Delays, _ = group(stats, nil)
+	return a.printStatus(out, *asJSON)
+}
+
+func fromManagement(q mgmtQueue) queueStat {
+	s := queueStat{Name: q.Name, Type: q.Type, State: q.State, Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}
+	if q.Stats != nil {
+		if q.Stats.Publish != nil {
+			s.PublishRate = &q.Stats.Publish.Rate
+		}
+		if q.Stats.DeliverGet != nil {
+			s.DeliverRate = &q.Stats.DeliverGet.Rate
+		}
+	}
+	return s
+}
+
+// inspectNamed looks at each named queue's family (Q, Q.dlq, Q.parked,
+// and a rung when one is named) and at the delay queues, by passive
+// declare; what is not there is marked missing.
+func (a *app) inspectNamed(t transport.Transport, named []string) ([]queueStat, error) {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, n := range named {
+		q, role, _ := classify(n)
+		if role == roleDelayLevel || role == roleUndeliverable || q == "" {
+			continue // the delay queues are looked at in any case
+		}
+		add(q)
+		add(acemq.DeadLetterQueue(q))
+		add(acemq.ParkedQueue(q))
+		if role == roleRung {
+			add(n)
+		}
+	}
+	var stats []queueStat
+	look := func(n string) (bool, error) {
+		info, err := t.Inspect(a.ctx, n)
+		if errors.Is(err, transport.ErrNotFound) {
+			stats = append(stats, queueStat{Name: n, Missing: true})
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		ready, consumers := info.Messages, info.Consumers
+		stats = append(stats, queueStat{Name: n, Ready: &ready, Consumers: &consumers})
+		return true, nil
+	}
+	for _, n := range names {
+		if _, err := look(n); err != nil {
+			return nil, err
+		}
+	}
+	if there, err := look(delay.Undeliverable); err != nil {
+		return nil, err
+	} else if !there {
+		stats = stats[:len(stats)-1] // no delay queues here: nothing to say
+		return stats, nil
+	}
+	for k := range delay.Levels {
+		if _, err := look(delay.Level(k)); err != nil {
+			return nil, err
+		}
+	}
+	return stats, nil
+}
+
+// classify says which service a queue name belongs to and as what: a
+// rung is Q.retry.<delay> with the delay as rung names write it. A name
+// that is none of the family's is its own work queue (role work), if the
+// list shows it has a family; group decides that.
+func classify(name string) (queue, role string, wait time.Duration) {
+	switch {
+	case name == delay.Undeliverable:
+		return "", roleUndeliverable, 0
+	case strings.HasPrefix(name, delay.Prefix+"."):
+		return "", roleDelayLevel, 0
+	case strings.HasSuffix(name, ".dlq") && len(name) > len(".dlq"):
+		return strings.TrimSuffix(name, ".dlq"), roleDLQ, 0
+	case strings.HasSuffix(name, ".parked") && len(name) > len(".parked"):
+		return strings.TrimSuffix(name, ".parked"), roleParked, 0
+	}
+	if i := strings.LastIndex(name, ".retry."); i > 0 {
+		s := name[i+len(".retry."):]
+		if d, err := time.ParseDuration(s); err == nil && d > 0 && retry.FormatDelay(d) == s {
+			return name[:i], roleRung, d
+		}
+	}
+	return name, roleWork, 0
+}
+
+// group sorts queues into services (a work queue with a .dlq or .parked
+// beside it, or a .dlq, .parked or rung whose work queue is missing), the
+// delay queues, and the others. With only, just the services of the
+// queues it names.
+func group(queues []queueStat, only []string) ([]service, []queueStat, []string) {
+	present := map[string]bool{}
+	for _, q := range queues {
+		if !q.Missing {
+			present[q.Name] = true
+		}
+	}
+	byQueue := map[string]*service{}
+	var delays []queueStat
+	var other []string
+	for _, q := range queues {
+		owner, role, wait := classify(q.Name)
+		q.Role, q.rungWait = role, wait
+		switch {
+		case role == roleDelayLevel || role == roleUndeliverable:
+			delays = append(delays, q)
+			continue
+		case role == roleWork && !present[acemq.DeadLetterQueue(q.Name)] && !present[acemq.ParkedQueue(q.Name)] && !hasFamily(queues, q.Name):
+			other = append(other, q.Name)
+			continue
+		}
+		s := byQueue[owner]
+		if s == nil {
+			s = &service{Queue: owner}
+			byQueue[owner] = s
+		}
+		s.Queues = append(s.Queues, q)
+	}
+	var services []service
+	for name, s := range byQueue {
+		if len(only) > 0 && !slices.ContainsFunc(only, func(n string) bool { o, _, _ := classify(n); return o == name }) {
+			continue
+		}
+		if !slices.ContainsFunc(s.Queues, func(q queueStat) bool { return q.Role == roleWork }) {
+			s.Queues = append(s.Queues, queueStat{Name: name, Role: roleWork, Missing: true})
+		}
+		slices.SortFunc(s.Queues, func(a, b queueStat) int {
+			if c := roleRank[a.Role] - roleRank[b.Role]; c != 0 {
+				return c
+			}
+			return int(a.rungWait - b.rungWait)
+		})
+		services = append(services, *s)
+	}
+	slices.SortFunc(services, func(a, b service) int { return strings.Compare(a.Queue, b.Queue) })
+	slices.SortFunc(delays, func(a, b queueStat) int {
+		if a.Role != b.Role {
+			return roleRank[a.Role] - roleRank[b.Role]
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	slices.Sort(other)
+	if len(only) > 0 {
+		other = nil
+	}
+	return services, delays, other
+}
+
+// hasFamily reports whether a rung of queue is among queues.
+func hasFamily(queues []queueStat, queue string) bool {
+	return slices.ContainsFunc(queues, func(q queueStat) bool {
+		owner, role, _ := classify(q.Name)
+		return !q.Missing && owner == queue && role == roleRung
+	})
+}
+
+var roleRank = map[string]int{roleWork: 0, roleDLQ: 1, roleParked: 2, roleRung: 3, roleDelayLevel: 4, roleUndeliverable: 5}
+
+func (a *app) printStatus(out statusOut, asJSON bool) int {
+	if out.Services == nil {
+		out.Services = []service{}
+	}
+	if asJSON {
+		a.printJSON(out)
+		return exitOK
+	}
+	fmt.Fprintf(a.stdout, "vhost %s, from the %s", out.Vhost, out.Source)
+	if out.ManagementError == "" {
+		fmt.Fprintf(a.stdout, " at %s", out.Management)
+	}
+	fmt.Fprintf(a.stdout, ": %s", plural(len(out.Services), "service"))
+	if len(out.Other) > 0 {
+		fmt.Fprintf(a.stdout, ", %s not acemq's", plural(len(out.Other), "other queue"))
+	}
+	fmt.Fprintln(a.stdout)
+	if len(out.Services) == 0 && len(out.Delays) == 0 {
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tUNACKED\tCONSUMERS\tIN/S\tOUT/S\tSTATE")
+	row := func(indent string, q queueStat) {
+		if q.Missing {
+			fmt.Fprintf(tw, "%s%s\t-\t-\t-\t-\t-\t-\tmissing\n", indent, oneLine(q.Name))
+			return
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, oneLine(q.Name), count(q.Messages), count(q.Ready), count(q.Unacked),
+			count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
+	}
+	for _, s := range out.Services {
+		for i, q := range s.Queues {
+			indent := "  "
+			if i == 0 {
+				indent = ""
+			}
+			row(indent, q)
+		}
+	}
+	if len(out.Delays) > 0 {
+		var total queueStat
+		total.Name = delay.Prefix + ".*"
+		var levels int
+		for _, q := range out.Delays {
+			if q.Role == roleDelayLevel && !q.Missing {
+				levels++
+				total.Messages, total.Ready, total.Unacked = plus(total.Messages, q.Messages), plus(total.Ready, q.Ready), plus(total.Unacked, q.Unacked)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", total.Name, count(total.Messages), count(total.Ready), count(total.Unacked), plural(levels, "level"))
+		for _, q := range out.Delays {
+			if q.Role == roleUndeliverable || q.Missing || waiting(q) {
+				row("  ", q)
+			}
+		}
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+// waiting reports whether a delay level holds messages, as far as the
+// source says.
+func waiting(q queueStat) bool {
+	n := q.Messages
+	if n == nil {
+		n = q.Ready
+	}
+	return n != nil && *n > 0
+}
+
+func plus(a, b *int) *int {
+	if b == nil {
+		return a
+	}
+	n := *b
+	if a != nil {
+		n += *a
+	}
+	return &n
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+func count(n *int) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.Itoa(*n)
+}
+
+func rate(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*r, 'f', 1, 64)
+}
