@@ -109,6 +109,7 @@ func newMgmtClient(raw, amqpURL string, tlsConfig *tls.Config) (*mgmtClient, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConfig
+	tr.DisableKeepAlives = true // a command makes a few requests and ends: nothing left open behind it
 	c.http = &http.Client{Transport: tr, Timeout: 15 * time.Second}
 	return c, nil
 }
