@@ -7,6 +7,7 @@
 //	acemq schedule --queue shipping.orders --attempts 6 --initial 10s --max 10m
 //	acemq peek     --queue orders.dlq --limit 20
 //	acemq replay   --queue orders --from dlq --match warehouse --limit 500
+//	acemq triage   orders.dlq
 //	acemq topology --queue orders --attempts 5 --initial 1s --max 1m --apply
 //	acemq topology --delays --queue orders --apply
 //	acemq delays   --peek 20
@@ -60,6 +61,8 @@ Commands:
              them all back: nothing is consumed
   replay     move dead letters (or parked messages) back to their queue, once
              the cause is fixed
+  triage     group a .dlq's (or .parked's) messages by reason, nothing
+             consumed; replay a group, or discard it into an archive
   topology   print the declarations a consumer of a queue makes, or apply
              them with --apply (for services that run with declare off);
              --delays adds the delay queues
@@ -78,7 +81,7 @@ Exit status: 0 done, 1 failed, 2 wrong command line.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, dialRabbitMQ))
 }
@@ -104,6 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func
 		"schedule": a.schedule,
 		"peek":     a.peek,
 		"replay":   a.replay,
+		"triage":   a.triage,
 		"topology": a.topology,
 		"delays":   a.delays,
 		"version":  a.version,

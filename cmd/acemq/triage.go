@@ -1,0 +1,557 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/internal/triage"
+	"github.com/acemq/acemq/internal/wire"
+	"github.com/acemq/acemq/transport"
+)
+
+// The audit headers on an archived copy: who moved it, why, when, from
+// where, and which group it was in.
+const (
+	HeaderArchivedBy    = "x-acemq-archived-by"
+	HeaderArchivedWhy   = "x-acemq-archived-why"
+	HeaderArchivedAt    = "x-acemq-archived-at" // Unix milliseconds
+	HeaderArchivedFrom  = "x-acemq-archived-from"
+	HeaderArchivedGroup = "x-acemq-archived-group"
+)
+
+// triageGroup is a group as triage prints it.
+type triageGroup struct {
+	triage.Group
+	SampleBody string `json:"sample_body"` // an excerpt, escaped
+}
+
+type triageOut struct {
+	Queue  string        `json:"queue"`
+	Depth  int           `json:"depth"` // ready messages when triage began
+	Read   int           `json:"read"`
+	Groups []triageGroup `json:"groups"`
+}
+
+// actionOut is what a replay or discard of a group did.
+type actionOut struct {
+	Queue       string `json:"queue"`
+	Group       string `json:"group"`
+	Action      string `json:"action"` // replay or discard
+	To          string `json:"to"`     // a queue, or the archive file
+	Matched     int    `json:"matched"`
+	Moved       int    `json:"moved"`
+	Left        int    `json:"left"` // of the group, still in the queue
+	Before      int    `json:"before"`
+	After       int    `json:"after"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// triage reads a dead-letter or parked queue without taking anything,
+// groups its messages by why they failed, and replays or archives a group.
+func (a *app) triage(args []string) int {
+	fs, asJSON, url := a.flags("triage", "Q.dlq [--replay GROUP | --discard GROUP --why TEXT (--to-file F.jsonl | --to-queue Q)] [flags]",
+		`Reads every message of a queue (usually a .dlq or .parked one) as peek does,
+holding them unacknowledged and giving all of them back, and groups them by
+their reason with what varies between messages (ids, UUIDs, numbers, hex,
+quoted values) taken out. Per group: how many, the attempts, the oldest and
+newest creation (and broker dead-letter) time, a sample id and body.
+
+With --replay GROUP it moves that group's messages back to their queue, as
+acemq replay does. With --discard GROUP it moves them into an archive, a JSON
+lines file (--to-file: headers, properties, the body in base64) or a queue
+(--to-queue, declared durable when missing), each with audit headers: who
+(--operator), why (--why, required) and when. Each copy is written (the file
+synced, the queue's publish confirmed) before its original is acknowledged.
+It prints the counts before and after. A group that matches nothing, an
+error or an interruption (SIGINT, SIGTERM, SIGHUP: the message in flight is
+finished, the rest stays) is exit status 1.
+
+Examples:
+  acemq triage orders.dlq
+  acemq triage orders.dlq --replay g1c2e9a52
+  acemq triage orders.dlq --discard g07b3f1d4 --why 'test orders from the load test' --to-file archive.jsonl
+`, true)
+	queue := fs.String("queue", "", "the queue to triage, by its full name (or as the first argument)")
+	readN := fs.Int("read", 0, "read at most this many messages (0: every one ready when it begins)")
+	excerpt := fs.Int("excerpt", 80, "bytes of the sample body to show")
+	replayGroup := fs.String("replay", "", "move the messages of this group (its id, or its reason as printed) back to their queue")
+	discardGroup := fs.String("discard", "", "move the messages of this group into an archive (--to-file or --to-queue)")
+	to := fs.String("to", "", "with --replay: the queue to move them to (default: the queue of the .dlq or .parked)")
+	toFile := fs.String("to-file", "", "with --discard: append them to this JSON lines file")
+	toQueue := fs.String("to-queue", "", "with --discard: publish them to this queue")
+	why := fs.String("why", "", "with --discard: why they are discarded, written on each (required)")
+	operator := fs.String("operator", "", "with --discard: who discards them, written on each (default $USER, else the login user)")
+	limit := fs.Int("limit", 0, "move at most this many (0: the whole group)")
+	noRestart := fs.Bool("no-restart", false, "with --replay: keep the attempt and the reason")
+	every := fs.Duration("progress", progressEvery, "progress on stderr this often (0: never)")
+	pos, code, done := a.parseInterspersed(fs, args)
+	if done {
+		return code
+	}
+	switch {
+	case len(pos) > 1 || len(pos) == 1 && *queue != "":
+		return a.usageError(fs, "one queue, not %q", strings.Join(pos, " "))
+	case len(pos) == 1:
+		*queue = pos[0]
+	}
+	switch {
+	case *queue == "":
+		return a.usageError(fs, "give the queue: acemq triage orders.dlq")
+	case *replayGroup != "" && *discardGroup != "":
+		return a.usageError(fs, "--replay or --discard, not both")
+	case *readN < 0 || *limit < 0 || *excerpt < 0:
+		return a.usageError(fs, "--read, --limit and --excerpt may not be negative")
+	case *discardGroup != "" && (*toFile == "") == (*toQueue == ""):
+		return a.usageError(fs, "--discard needs one archive: --to-file F.jsonl or --to-queue Q")
+	case *discardGroup != "" && strings.TrimSpace(*why) == "":
+		return a.usageError(fs, "--discard needs --why: it is written on every message archived")
+	case *discardGroup == "" && (*toFile != "" || *toQueue != "" || *why != "" || *operator != ""):
+		return a.usageError(fs, "--to-file, --to-queue, --why and --operator go with --discard")
+	case *replayGroup == "" && (*to != "" || *noRestart):
+		return a.usageError(fs, "--to and --no-restart go with --replay")
+	case *toQueue != "" && *toQueue == *queue:
+		return a.usageError(fs, "--to-queue is the queue being triaged")
+	}
+	if *operator == "" {
+		*operator = a.getenv("USER")
+	}
+	if *operator == "" {
+		if u, err := user.Current(); err == nil {
+			*operator = u.Username
+		}
+	}
+	if *discardGroup != "" && *operator == "" {
+		return a.usageError(fs, "--discard needs --operator: $USER is not set")
+	}
+	t, code := a.connect(fs, *url)
+	if t == nil {
+		return code
+	}
+	defer t.Close()
+
+	info, err := t.Inspect(a.ctx, *queue)
+	if err != nil {
+		return a.fail(fs, err)
+	}
+	sel := *replayGroup + *discardGroup
+	out, err := a.scan(t, *queue, info.Messages, *readN, *excerpt, *every, *asJSON)
+	if err != nil {
+		return a.fail(fs, err)
+	}
+	if sel == "" {
+		if *asJSON {
+			a.printJSON(out)
+		} else {
+			a.printTriage(out)
+		}
+		return exitOK
+	}
+	matched := 0
+	for _, g := range out.Groups {
+		if g.ID == sel || g.Key == sel {
+			matched = g.Count
+		}
+	}
+	if matched == 0 {
+		return a.fail(fs, fmt.Errorf("no message of the %d read in %s is in group %q (acemq triage %s lists the groups)", out.Read, *queue, escape.String(sel), *queue))
+	}
+	a.settle(t, *queue, out.Depth)
+	res := actionOut{Queue: *queue, Group: sel, Matched: matched, Before: out.Depth}
+	want := matched
+	if *limit > 0 {
+		want = min(want, *limit)
+	}
+	if *replayGroup != "" {
+		err = a.triageReplay(t, &res, *to, want, *limit, *noRestart, progressOf(*every, *asJSON))
+	} else {
+		var arch archive
+		if arch, err = a.openArchive(t, *toFile, *toQueue, *queue, sel, *operator, *why); err == nil {
+			res.Action, res.To = "discard", arch.name()
+			err = a.triageDiscard(t, &res, arch, want, *limit, progressOf(*every, *asJSON))
+			if cerr := arch.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}
+	res.Left = res.Matched - res.Moved
+	res.After = res.Before - res.Moved
+	res.Interrupted = a.ctx.Err() != nil
+	if err != nil {
+		res.Error = a.redact(escape.String(err.Error()))
+	}
+	if *asJSON {
+		a.printJSON(res)
+	} else {
+		a.printAction(res)
+	}
+	switch {
+	case res.Interrupted:
+		fmt.Fprintf(a.stderr, "interrupted: moved %d, left %d\n", res.Moved, res.Left)
+		return exitError
+	case err != nil:
+		return a.fail(fs, errors.New(res.Error))
+	}
+	return exitOK
+}
+
+// parseInterspersed is a.parse for a command that takes arguments among
+// its flags (acemq triage --url U orders.dlq --json), returned in order.
+func (a *app) parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, done bool) {
+	for {
+		fs.SetOutput(io.Discard)
+		err := fs.Parse(args)
+		fs.SetOutput(a.stderr)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			fs.SetOutput(a.stdout)
+			fs.Usage()
+			return nil, exitOK, true
+		case err != nil:
+			fmt.Fprintln(a.stderr, a.redact(err.Error()))
+			fs.Usage()
+			return nil, exitUsage, true
+		case fs.NArg() == 0:
+			return pos, 0, false
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func progressOf(every time.Duration, asJSON bool) time.Duration {
+	if asJSON {
+		return 0
+	}
+	return every
+}
+
+// scan reads up to limit messages (all depth of them when limit is 0),
+// groups them, and gives them all back.
+func (a *app) scan(t transport.Transport, queue string, depth, limit, excerpt int, every time.Duration, asJSON bool) (triageOut, error) {
+	if limit == 0 {
+		limit = depth
+	}
+	out := triageOut{Queue: queue, Depth: depth}
+	if limit == 0 {
+		out.Groups = []triageGroup{}
+		return out, nil
+	}
+	var g triage.Grouper
+	prog := a.newProgress(queue+": read", min(limit, depth), progressOf(every, asJSON))
+	n, err := a.borrow(t, queue, limit, func(d transport.Delivery) {
+		env := acemq.EnvelopeOf(d)
+		g.Add(triage.Message{ID: env.ID, Reason: env.Error, Attempt: env.Attempt, Created: env.CreatedAt, DeadLettered: deadLettered(d.Headers), Body: d.Body})
+		out.Read++
+		prog.set(out.Read)
+	})
+	prog.stop()
+	out.Read = n
+	out.Groups = []triageGroup{}
+	for _, gr := range g.Groups() {
+		out.Groups = append(out.Groups, triageGroup{Group: gr, SampleBody: escape.Cut(string(gr.SampleBody), excerpt)})
+	}
+	return out, err
+}
+
+// settle waits, up to a few seconds, until queue shows the depth it had
+// before the scan: what the scan gave back is requeued by the broker after
+// the give-back is sent, and a take before that would miss it.
+func (a *app) settle(t transport.Transport, queue string, depth int) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if info, err := t.Inspect(a.ctx, queue); err != nil || info.Messages >= depth {
+			return
+		}
+	}
+}
+
+// deadLettered is when the broker last dead-lettered a message: the time
+// of the newest x-death entry.
+func deadLettered(h map[string]any) time.Time {
+	deaths, ok := h["x-death"].([]any)
+	if !ok || len(deaths) == 0 {
+		return time.Time{}
+	}
+	if d, ok := deaths[0].(map[string]any); ok {
+		if t, ok := wire.Time(d["time"]); ok {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+const stamp = "2006-01-02 15:04:05Z"
+
+func (a *app) printTriage(out triageOut) {
+	fmt.Fprintf(a.stdout, "%s: %d ready, read %d in %d groups (none consumed)\n", out.Queue, out.Depth, out.Read, len(out.Groups))
+	for _, g := range out.Groups {
+		attempts := fmt.Sprint(g.MinAttempt)
+		if g.MaxAttempt != g.MinAttempt {
+			attempts += "-" + fmt.Sprint(g.MaxAttempt)
+		}
+		fmt.Fprintf(a.stdout, "\n%s  %s  %s  attempts %s\n  reason:  %s\n", g.ID, countOf(g.Count), g.Kind, attempts, escape.String(g.Key))
+		if g.FirstCreated != nil {
+			fmt.Fprintf(a.stdout, "  created: %s .. %s\n", g.FirstCreated.Format(stamp), g.LastCreated.Format(stamp))
+		}
+		if g.FirstDeadLettered != nil {
+			fmt.Fprintf(a.stdout, "  dead-lettered by the broker: %s .. %s\n", g.FirstDeadLettered.Format(stamp), g.LastDeadLettered.Format(stamp))
+		}
+		fmt.Fprintf(a.stdout, "  sample:  %s  %s\n", escape.String(orDash(g.SampleID)), g.SampleBody)
+	}
+	if len(out.Groups) > 0 {
+		fmt.Fprintf(a.stdout, "\nact on a group: acemq triage %s --replay GROUP, or --discard GROUP --why TEXT --to-file F.jsonl\n", out.Queue)
+	}
+}
+
+func (a *app) printAction(r actionOut) {
+	verb := "replayed to"
+	if r.Action == "discard" {
+		verb = "archived in"
+	}
+	fmt.Fprintf(a.stdout, "%s: group %s, %s: %d %s %s, %d left\n", r.Queue, escape.String(r.Group), countOf(r.Matched), r.Moved, verb, escape.String(r.To), r.Left)
+	fmt.Fprintf(a.stdout, "%s: %s before, %d after\n", r.Queue, countOf(r.Before), r.After)
+}
+
+func countOf(n int) string {
+	if n == 1 {
+		return "1 message"
+	}
+	return fmt.Sprintf("%d messages", n)
+}
+
+// triageReplay moves want messages of the group back, with acemq.Replay.
+func (a *app) triageReplay(t transport.Transport, res *actionOut, to string, want, limit int, keep bool, every time.Duration) error {
+	res.Action = "replay"
+	target := to
+	if target == "" {
+		q, ok := queueOf(res.Queue)
+		if !ok {
+			return fmt.Errorf("%s is neither a .dlq nor a .parked queue: give --to", res.Queue)
+		}
+		target = q
+	}
+	res.To = target
+	if _, err := t.Inspect(a.ctx, target); err != nil {
+		return err
+	}
+	prog := a.newProgress(res.Queue+" -> "+target+": moved", want, every)
+	defer prog.stop()
+	sel := res.Group
+	r, err := acemq.Replay(a.ctx, t, res.Queue, acemq.ReplayOptions{To: target, Limit: limit, KeepAttempts: keep,
+		Filter:   func(env acemq.Envelope, _ []byte) bool { return triage.Matches(sel, env.Error) },
+		Progress: func(r acemq.ReplayResult) { prog.set(r.Moved) }})
+	res.Moved = r.Moved
+	if err != nil && errors.Is(err, context.Canceled) {
+		return nil // said as interrupted
+	}
+	return err
+}
+
+// queueOf is the queue a .dlq or .parked queue belongs to.
+func queueOf(setAside string) (string, bool) {
+	for _, suffix := range []string{acemq.DeadLetterQueue(""), acemq.ParkedQueue("")} {
+		if q, ok := strings.CutSuffix(setAside, suffix); ok && q != "" {
+			return q, true
+		}
+	}
+	return "", false
+}
+
+// triageDiscard moves want messages of the group into arch, one at a time:
+// each is in the archive (written and synced, or confirmed) before its
+// original is acknowledged. The others are held and given back at the end,
+// in their order, as a replay does.
+func (a *app) triageDiscard(t transport.Transport, res *actionOut, arch archive, want, limit int, every time.Duration) error {
+	prog := a.newProgress(res.Queue+" -> "+arch.name()+": moved", want, every)
+	defer prog.stop()
+	var held []transport.Delivery
+	defer func() {
+		for _, d := range held {
+			_ = d.Reject(true)
+		}
+	}()
+	for limit <= 0 || res.Moved < limit {
+		if a.ctx.Err() != nil {
+			return nil // said as interrupted
+		}
+		// Not cancelled: a message taken is always either moved or held.
+		d, ok, err := t.Get(context.WithoutCancel(a.ctx), res.Queue)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if !triage.Matches(res.Group, acemq.EnvelopeOf(d).Error) {
+			held = append(held, d)
+			continue
+		}
+		if err := arch.keep(d); err != nil {
+			held = append(held, d)
+			return fmt.Errorf("archive %s: %w; the message is still in %s", arch.name(), err, res.Queue)
+		}
+		if err := d.Ack(); err != nil {
+			return fmt.Errorf("message %s is in %s but could not be acknowledged, so it is in %s too: %w", acemq.EnvelopeOf(d).ID, arch.name(), res.Queue, err)
+		}
+		res.Moved++
+		prog.set(res.Moved)
+	}
+	return nil
+}
+
+// archive keeps discarded messages whole.
+type archive interface {
+	name() string
+	// keep returns once the copy is safe: synced to disk, or confirmed.
+	keep(d transport.Delivery) error
+	close() error
+}
+
+type audit struct {
+	By    string    `json:"by"`
+	Why   string    `json:"why"`
+	At    time.Time `json:"at"`
+	From  string    `json:"from"`
+	Group string    `json:"group"`
+}
+
+func (a *app) openArchive(t transport.Transport, file, queue, from, group, by, why string) (archive, error) {
+	au := audit{By: by, Why: why, From: from, Group: group}
+	if file != "" {
+		f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		return &fileArchive{f: f, audit: au, now: a.now}, nil
+	}
+	if _, err := t.Inspect(a.ctx, queue); errors.Is(err, transport.ErrNotFound) {
+		if err := t.Declare(a.ctx, transport.Topology{Queues: []transport.Queue{{Name: queue, Durable: true}}}); err != nil {
+			return nil, fmt.Errorf("declare the archive queue %s: %w", queue, err)
+		}
+		fmt.Fprintf(a.stderr, "declared the archive queue %s (durable)\n", queue)
+	} else if err != nil {
+		return nil, err
+	}
+	return &queueArchive{a: a, t: t, queue: queue, audit: au}, nil
+}
+
+// archived is one line of an archive file: the message whole.
+type archived struct {
+	Audit       audit          `json:"audit"`
+	Exchange    string         `json:"exchange"`
+	RoutingKey  string         `json:"routing_key"`
+	Redelivered bool           `json:"redelivered"`
+	Headers     map[string]any `json:"headers"`
+	Properties  map[string]any `json:"properties"`
+	Body        string         `json:"body"` // base64
+}
+
+type fileArchive struct {
+	f     *os.File
+	audit audit
+	now   func() time.Time
+}
+
+func (f *fileArchive) name() string { return f.f.Name() }
+func (f *fileArchive) close() error { return f.f.Close() }
+
+func (f *fileArchive) keep(d transport.Delivery) error {
+	au := f.audit
+	au.At = f.now().UTC()
+	line, err := json.Marshal(archived{Audit: au, Exchange: d.Exchange, RoutingKey: d.RoutingKey, Redelivered: d.Redelivered,
+		Headers: d.Headers, Properties: properties(d.Properties), Body: base64.StdEncoding.EncodeToString(d.Body)})
+	if err != nil {
+		return err
+	}
+	if _, err := f.f.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	return f.f.Sync()
+}
+
+// properties are the AMQP properties set, by their AMQP names.
+func properties(p transport.Properties) map[string]any {
+	m := map[string]any{}
+	set := func(k string, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	set("content_type", p.ContentType)
+	set("content_encoding", p.ContentEncoding)
+	set("correlation_id", p.CorrelationID)
+	set("reply_to", p.ReplyTo)
+	set("expiration", p.Expiration)
+	set("message_id", p.MessageID)
+	set("type", p.Type)
+	set("user_id", p.UserID)
+	set("app_id", p.AppID)
+	if p.DeliveryMode != 0 {
+		m["delivery_mode"] = p.DeliveryMode
+	}
+	if p.Priority != 0 {
+		m["priority"] = p.Priority
+	}
+	if !p.Timestamp.IsZero() {
+		m["timestamp"] = p.Timestamp.UTC()
+	}
+	return m
+}
+
+type queueArchive struct {
+	a     *app
+	t     transport.Transport
+	queue string
+	audit audit
+}
+
+func (q *queueArchive) name() string { return q.queue }
+func (q *queueArchive) close() error { return nil }
+
+// keep publishes the message whole, with the audit headers, to the archive
+// queue, persistent and mandatory, and waits for its confirm. A per-message
+// TTL is not kept (it would expire in the archive) and a user id is not
+// kept (the broker refuses another user's): both go in headers.
+func (q *queueArchive) keep(d transport.Delivery) error {
+	h := maps.Clone(d.Headers)
+	if h == nil {
+		h = map[string]any{}
+	}
+	h[HeaderArchivedBy] = q.audit.By
+	h[HeaderArchivedWhy] = q.audit.Why
+	h[HeaderArchivedAt] = q.a.now().UnixMilli()
+	h[HeaderArchivedFrom] = q.audit.From
+	h[HeaderArchivedGroup] = q.audit.Group
+	props := d.Properties
+	if props.Expiration != "" {
+		h["x-acemq-archived-expiration"] = props.Expiration
+		props.Expiration = ""
+	}
+	if props.UserID != "" {
+		h["x-acemq-archived-user-id"] = props.UserID
+		props.UserID = ""
+	}
+	props.DeliveryMode = 2
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.a.ctx), acemq.DefaultPublishTimeout)
+	defer cancel()
+	conf, err := q.t.Publish(ctx, transport.Publishing{RoutingKey: q.queue, Mandatory: true, Headers: h, Properties: props, Body: d.Body})
+	switch {
+	case err != nil:
+		return err
+	case !conf.Routed:
+		return acemq.ErrUnroutable
+	}
+	return nil
+}
