@@ -302,7 +302,7 @@ func TestReplayCommand(t *testing.T) {
 	if code != 0 || out != "moved 2, skipped 1 (drained)\n" {
 		t.Fatalf("status %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(errOut, "orders.dlq -> orders: moved 1, skipped 1 so far\n") {
+	if !strings.Contains(errOut, "orders.dlq -> orders: moved 1, skipped 1 so far (2 of 3 (66%) read, ") {
 		t.Errorf("progress:\n%s", errOut)
 	}
 	if b.Depth("orders") != 2 || strings.Join(dlqIDs(b, "orders"), " ") != "m-2" {

@@ -20,6 +20,9 @@ type progress struct {
 	total int    // 0 when unknown
 	done  int
 	every time.Duration
+	// note, when set, is said before the counts, which then read as
+	// messages read: "moved 3, skipped 1 so far (4 of 10 (40%) read, ...)".
+	note  string
 	tty   io.Writer // the terminal itself, nil for a pipe
 	start time.Time
 	last  time.Time
@@ -99,6 +102,9 @@ func (p *progress) show(now time.Time) {
 		}
 	}
 	line := fmt.Sprintf("%s %s, %.0f/s%s", p.what, counts, rate, eta)
+	if p.note != "" {
+		line = fmt.Sprintf("%s %s (%s read, %.0f/s%s)", p.what, p.note, counts, rate, eta)
+	}
 	if p.tty == nil {
 		fmt.Fprintln(p.a.stderr, line)
 		return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/escape"
 )
 
 type replayOut struct {
@@ -88,17 +90,19 @@ Example:
 			return a.fail(fs, err)
 		}
 	}
-	last := a.now()
+	depth := 0 // for progress and the count left after an interruption
+	if info, err := t.Inspect(a.ctx, source); err == nil {
+		depth = info.Messages
+	}
 	opts := acemq.ReplayOptions{To: target, Limit: *limit, Deadline: *deadline, Filter: filter, KeepAttempts: *noRestart}
-	if *every > 0 && !*asJSON {
-		opts.Progress = func(r acemq.ReplayResult) {
-			if now := a.now(); now.Sub(last) >= *every {
-				last = now
-				fmt.Fprintf(a.stderr, "%s -> %s: %s so far\n", source, target, r)
-			}
-		}
+	prog := a.newProgress(source+" -> "+target+":", depth, progressOf(*every, *asJSON))
+	opts.Progress = func(r acemq.ReplayResult) {
+		prog.note = r.String() + " so far"
+		prog.set(r.Moved + r.Skipped)
 	}
 	res, err := acemq.Replay(a.ctx, t, source, opts)
+	prog.stop()
+	interrupted := a.ctx.Err() != nil && errors.Is(err, context.Canceled)
 	if *asJSON {
 		out := replayOut{From: source, To: target, Moved: res.Moved, Skipped: res.Skipped, Stopped: string(res.Stopped)}
 		if err != nil {
@@ -108,8 +112,14 @@ Example:
 	} else {
 		fmt.Fprintln(a.stdout, res)
 	}
-	if err != nil {
-		return a.fail(fs, errors.New(explain(err)))
+	switch {
+	case interrupted:
+		fmt.Fprintf(a.stderr, "interrupted: moved %d, left %d\n", res.Moved, max(0, depth-res.Moved))
+		return exitError
+	case err != nil:
+		return a.fail(fs, errors.New(escape.String(explain(err))))
+	case filter != nil && res.Moved == 0:
+		return a.fail(fs, fmt.Errorf("the filter matched none of the %d messages read", res.Skipped))
 	}
 	return exitOK
 }

@@ -270,3 +270,14 @@ func TestProgress(t *testing.T) {
 	never.set(1) // a nil progress shows nothing
 	never.stop()
 }
+
+// TestReplayFilterMatchedNothing: a filter that matches nothing is exit
+// status 1, and nothing moved.
+func TestReplayFilterMatchedNothing(t *testing.T) {
+	t.Parallel()
+	b, dial := memoryBroker(t, "orders", "exhausted 5 attempts: boom", "the handler rejected it: no")
+	code, out, errOut := cli(t, dial, "replay", "--url", "amqp://x", "--queue", "orders", "--match", "warehouse")
+	if code != 1 || out != "moved 0, skipped 2 (drained)\n" || !strings.Contains(errOut, "the filter matched none of the 2 messages read") || b.Depth("orders.dlq") != 2 {
+		t.Errorf("%d\n%s%s", code, out, errOut)
+	}
+}
