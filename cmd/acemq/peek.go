@@ -25,12 +25,22 @@ type peeked struct {
 	Redelivered bool       `json:"redelivered"`
 	Bytes       int        `json:"bytes"`
 	Body        *string    `json:"body,omitempty"`
+	// DeadLettered is when the broker dead-lettered the message (the time
+	// of x-death's newest entry); absent for one acemq moved itself,
+	// whose copy keeps the message's own timestamp.
+	DeadLettered *time.Time     `json:"dead_lettered,omitempty"`
+	Headers      map[string]any `json:"headers"` // all of them, as the wire has them (byte arrays as text)
 }
 
 type peekOut struct {
 	Queue    string   `json:"queue"`
 	Depth    int      `json:"depth"` // ready messages when peek began
 	Messages []peeked `json:"messages"`
+	// With a filter (--match, --match-body, --id): how many were read,
+	// and how many of them it matches, which a replay with the same
+	// filter would move.
+	Read    *int `json:"read,omitempty"`
+	Matched *int `json:"matched,omitempty"`
 }
 
 // maxBodyText bounds a body printed as text; --json prints it whole.
@@ -39,7 +49,7 @@ const maxBodyText = 512
 // peek lists the head of a queue and gives every message back: an operator
 // reads the reasons before deciding what to replay.
 func (a *app) peek(args []string) int {
-	fs, asJSON, url := a.flags("peek", "--queue Q.dlq [--limit N] [--body] [--url URL]",
+	fs, asJSON, url := a.flags("peek", "--queue Q.dlq [--limit N] [--body] [--match REGEX] [--match-body REGEX] [--id ID] [--url URL]",
 		`Lists the first messages of a queue (usually a .dlq or .parked one): id,
 attempt, age and reason. It takes them with basic.get and gives all of them
 back at the end, in their order: nothing is consumed. While it runs they are
@@ -47,14 +57,31 @@ unacked, and afterwards RabbitMQ marks them redelivered. On a quorum queue
 (not the default for .dlq and .parked) what was looked at goes to the back
 of the queue and counts as a delivery towards x-delivery-limit.
 
+With --match, --match-body or --id (replay's filters) it is a dry run of a
+replay: it reads the whole queue (up to --scan messages), lists up to --limit
+of those the filter matches, and says how many a replay with it would move.
+
 Example:
   acemq peek --queue orders.dlq --limit 20
+  acemq peek --queue orders.dlq --match warehouse
 `, true)
 	queue := fs.String("queue", "", "the queue to look at, by its full name (orders.dlq)")
 	limit := fs.Int("limit", 20, "show at most this many messages")
 	body := fs.Bool("body", false, "show the bodies too")
+	match := fs.String("match", "", "show only messages whose reason (x-acemq-error) matches this regular expression, as replay --match moves them")
+	matchBody := fs.String("match-body", "", "show only messages whose body matches this regular expression")
+	var ids listFlag
+	fs.Var(&ids, "id", "show only the message with this x-acemq-id (repeatable)")
+	scan := fs.Int("scan", 10000, "with a filter, read at most this many messages")
 	if code, done := a.parse(fs, args); done {
 		return code
+	}
+	filter, err := replayFilter(*match, *matchBody, ids)
+	if err != nil {
+		return a.usageError(fs, "%v", err)
+	}
+	if *scan < 1 {
+		return a.usageError(fs, "--scan must be at least 1")
 	}
 	if *queue == "" {
 		return a.usageError(fs, "--queue is required")
@@ -67,7 +94,12 @@ Example:
 		return code
 	}
 	defer t.Close()
-	out, err := a.look(t, *queue, *limit, *body)
+	var out peekOut
+	if filter == nil {
+		out, err = a.look(t, *queue, *limit, *body)
+	} else {
+		out, err = a.lookFor(t, *queue, *scan, *limit, *body, filter)
+	}
 	if err != nil {
 		return a.fail(fs, err)
 	}
@@ -81,14 +113,28 @@ Example:
 
 // look takes up to limit messages, reads them, and gives them all back.
 func (a *app) look(t transport.Transport, queue string, limit int, withBody bool) (peekOut, error) {
+	return a.lookFor(t, queue, limit, limit, withBody, nil)
+}
+
+// lookFor takes up to scan messages and gives them all back; it lists up
+// to limit of those filter matches (all when it is nil) and, with a
+// filter, counts what it read and matched.
+func (a *app) lookFor(t transport.Transport, queue string, scan, limit int, withBody bool, filter func(acemq.Envelope, []byte) bool) (peekOut, error) {
 	info, err := t.Inspect(a.ctx, queue)
 	if err != nil {
 		return peekOut{}, err
 	}
 	out := peekOut{Queue: queue, Depth: info.Messages, Messages: []peeked{}}
 	now := clockOf(t)
-	_, err = a.borrow(t, queue, limit, func(d transport.Delivery) {
+	matched := 0
+	read, err := a.borrow(t, queue, scan, func(d transport.Delivery) {
 		env := acemq.EnvelopeOf(d)
+		if filter != nil && !filter(env, d.Body) {
+			return
+		}
+		if matched++; len(out.Messages) >= limit {
+			return
+		}
 		p := peeked{ID: orDash(env.ID), Attempt: env.Attempt, Age: "-",
 			Reason: env.Error, Exchange: env.Exchange, RoutingKey: env.RoutingKey, Redelivered: d.Redelivered, Bytes: len(d.Body)}
 		if !env.CreatedAt.IsZero() {
@@ -99,9 +145,59 @@ func (a *app) look(t transport.Transport, queue string, limit int, withBody bool
 			s := printable(d.Body)
 			p.Body = &s
 		}
+		if at, ok := deathTime(d.Headers); ok {
+			at = at.UTC()
+			p.DeadLettered = &at
+		}
+		p.Headers = jsonHeaders(d.Headers)
 		out.Messages = append(out.Messages, p)
 	})
+	if filter != nil {
+		out.Read, out.Matched = &read, &matched
+	}
 	return out, err
+}
+
+// deathTime is when the broker last dead-lettered a message: the time of
+// x-death's newest entry (RabbitMQ puts it first).
+func deathTime(h map[string]any) (time.Time, bool) {
+	deaths, ok := h["x-death"].([]any)
+	if !ok || len(deaths) == 0 {
+		return time.Time{}, false
+	}
+	d, ok := deaths[0].(map[string]any)
+	if !ok {
+		return time.Time{}, false
+	}
+	at, ok := d["time"].(time.Time)
+	return at, ok && !at.IsZero()
+}
+
+// jsonHeaders is h for JSON: byte arrays (AMQP's byte and long strings
+// from some clients) as text rather than base64, in tables and arrays too.
+func jsonHeaders(h map[string]any) map[string]any {
+	out := make(map[string]any, len(h))
+	for k, v := range h {
+		out[k] = jsonValue(v)
+	}
+	return out
+}
+
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case []byte:
+		return printable(v)
+	case map[string]any:
+		return jsonHeaders(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jsonValue(e)
+		}
+		return out
+	default:
+		return v
+	}
 }
 
 // borrow takes up to limit messages from the head of queue (basic.get),
@@ -134,7 +230,12 @@ func (a *app) borrow(t transport.Transport, queue string, limit int, read func(t
 }
 
 func (a *app) printPeek(out peekOut, withBody bool) {
-	fmt.Fprintf(a.stdout, "%s: %d ready, showing the first %d (none consumed)\n", out.Queue, out.Depth, len(out.Messages))
+	if out.Matched != nil {
+		fmt.Fprintf(a.stdout, "%s: %d ready; of the %d read, %d match: a replay with this filter would move %d; showing %d (none consumed)\n",
+			out.Queue, out.Depth, *out.Read, *out.Matched, *out.Matched, len(out.Messages))
+	} else {
+		fmt.Fprintf(a.stdout, "%s: %d ready, showing the first %d (none consumed)\n", out.Queue, out.Depth, len(out.Messages))
+	}
 	if len(out.Messages) == 0 {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/transport"
 )
 
 type replayOut struct {
@@ -87,6 +88,9 @@ Example:
 	defer t.Close()
 	for _, q := range []string{source, target} {
 		if _, err := t.Inspect(a.ctx, q); err != nil {
+			if meant := meantQueue(*queue); q == source && meant != "" && errors.Is(err, transport.ErrNotFound) {
+				return a.usageError(fs, "%s does not exist: --queue takes the work queue, not %s: did you mean %s?", source, *queue, meant)
+			}
 			return a.fail(fs, err)
 		}
 	}
@@ -122,6 +126,17 @@ Example:
 		return a.fail(fs, fmt.Errorf("the filter matched none of the %d messages read", res.Skipped))
 	}
 	return exitOK
+}
+
+// meantQueue is the command line meant when --queue names a .dlq or a
+// .parked queue rather than its work queue; "" when it does not.
+func meantQueue(queue string) string {
+	for _, c := range []struct{ suffix, from string }{{".dlq", ""}, {".parked", " --from parked"}} {
+		if q, ok := strings.CutSuffix(queue, c.suffix); ok && q != "" {
+			return "--queue " + q + c.from
+		}
+	}
+	return ""
 }
 
 // explain adds what to do to the errors an operator can fix.

@@ -38,7 +38,7 @@ func tlsFlags(fs *flag.FlagSet) {
 func (a *app) tlsInUse(fs *flag.FlagSet) tlsSettings {
 	var s tlsSettings
 	for _, f := range []struct {
-		v          *string
+		v         *string
 		flag, env string
 	}{{&s.ca, "tls-ca", EnvTLSCA}, {&s.cert, "tls-cert", EnvTLSCert}, {&s.key, "tls-key", EnvTLSKey}, {&s.serverName, "tls-server-name", EnvTLSServerName}} {
 		if fl := fs.Lookup(f.flag); fl != nil {
