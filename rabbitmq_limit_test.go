@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/brokertest"
@@ -59,6 +62,9 @@ func TestRabbitDeliveryLimit(t *testing.T) {
 	if e, _ := deaths[0].(map[string]any); e["reason"] != "delivery_limit" || e["queue"] != q {
 		t.Errorf("x-death %v", deaths[0])
 	}
+	if reason := acemq.EnvelopeOf(d).Error; !strings.Contains(reason, "delivery limit") || !strings.Contains(reason, "from queue "+q) {
+		t.Errorf("the dead letter reads back with reason %q, want the broker's delivery limit named", reason)
+	}
 }
 
 // TestRabbitDeliveryLimitChecks: on RabbitMQ too, half a declaration is
@@ -85,4 +91,36 @@ func TestRabbitDeliveryLimitChecks(t *testing.T) {
 	if _, err := r.tr.Inspect(t.Context(), q); err == nil {
 		t.Errorf("%s was declared by a refused start", q)
 	}
+}
+
+// TestRabbitDeliveryLimitWarns: below the attempts and not strict, the
+// server starts on RabbitMQ and says so once, naming the queue.
+func TestRabbitDeliveryLimitWarns(t *testing.T) {
+	t.Parallel()
+	r := newRabbit(t)
+	q := r.queue()
+	t.Cleanup(func() {
+		for _, n := range []string{q, q + ".dlq", q + ".parked"} {
+			_, _ = r.admin.QueueDelete(n, false, false, false)
+		}
+	})
+	core, logs := observer.New(zap.WarnLevel)
+	mux := acemq.NewMux()
+	mux.Handle(q, always(ack.Accept()))
+	srv := &acemq.Server{Transport: r.tr, Handler: mux, Retry: retry.Fixed(4, 0), Logger: zap.New(core),
+		Queues: map[string]acemq.QueueConfig{q: {DeliveryLimit: 2, Args: map[string]any{"x-queue-type": "quorum"}}}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(t.Context()) }()
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	if n := logs.FilterMessageSnippet("queue " + q + " is declared with a delivery limit of 2, below the 4 attempts").Len(); n != 1 {
+		t.Errorf("%d warnings, want 1: %v", n, logs.All())
+	}
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-done
 }
