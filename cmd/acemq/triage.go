@@ -148,6 +148,10 @@ Examples:
 	}
 	sel := *replayGroup + *discardGroup
 	out, err := a.scan(t, *queue, info.Messages, *readN, *excerpt, *every, *asJSON)
+	if err != nil && a.ctx.Err() != nil {
+		fmt.Fprintf(a.stderr, "interrupted: read %d of %d, moved 0 (all given back)\n", out.Read, info.Messages)
+		return exitError
+	}
 	if err != nil {
 		return a.fail(fs, err)
 	}

@@ -81,3 +81,16 @@ func TestGrouper(t *testing.T) {
 		}
 	}
 }
+
+// FuzzKey: any reason is in the group its key names, by id and by key.
+func FuzzKey(f *testing.F) {
+	for _, s := range []string{"", "exhausted 5 attempts: x", `rejected: "a\"b" 'c' ` + "`d`", "0xff deadbeef01 7c1e9a52-3f0b-4c1d-9e2a-1b2c3d4e5f60", "HTTP 503 status=404 code 99", "1.2.3,4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, reason string) {
+		key := triage.Key(reason)
+		if !triage.Matches(triage.ID(key), reason) || !triage.Matches(key, reason) {
+			t.Errorf("%q is not in its own group %q", reason, key)
+		}
+	})
+}
