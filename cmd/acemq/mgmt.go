@@ -135,8 +135,12 @@ func (c *mgmtClient) queues(ctx context.Context, vhost string) ([]mgmtQueue, err
 
 func (c *mgmtClient) get(ctx context.Context, path string, query url.Values, into any) error {
 	u := *c.base
-	u.Path = trimSlash(u.Path) + path
-	u.RawPath = trimSlash(u.EscapedPath()) + path
+	plain, err := url.PathUnescape(path)
+	if err != nil {
+		return err
+	}
+	u.RawPath = trimSlash(u.EscapedPath()) + path // path is escaped: a vhost "/" is %2F, not a separator
+	u.Path = trimSlash(u.Path) + plain
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

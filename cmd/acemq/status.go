@@ -133,6 +133,9 @@ Example:
 	if a.ctx.Err() != nil {
 		return a.fail(fs, err)
 	}
+	if mc.base.Scheme == "https" {
+		err = a.explainTLS(fs, err)
+	}
 	out.Source, out.ManagementError = "passive declares", a.redact(err.Error())
 	var me *mgmtError
 	if errors.As(err, &me) && strings.HasPrefix(me.what, "the management plugin is not reachable") {

@@ -190,6 +190,11 @@ acemq.delay.v1.*                3         3      0        -          -     -    
 	if code != 1 || !strings.Contains(errOut, "(401)") || !strings.Contains(errOut, "set_user_tags") || strings.Contains(out+errOut, "Wr0ngPass") {
 		t.Errorf("status %d\n%s%s", code, out, errOut)
 	}
+	// The default vhost, "/", is %2F in the API's path.
+	root := managementAPI(t, "/", cannedQueues)
+	if code, out, errOut := cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/", "--management", root.URL); code != 0 || !strings.HasPrefix(out, "vhost /, from the management API") {
+		t.Errorf("vhost /: %d\n%s%s", code, out, errOut)
+	}
 	// A vhost the API does not know.
 	code, _, errOut = cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/staging", "--management", srv.URL)
 	if code != 1 || !strings.Contains(errOut, "(404)") {
