@@ -27,6 +27,7 @@ type progress struct {
 	start time.Time
 	last  time.Time
 	drawn bool
+	shown int // done, when last shown
 }
 
 // progressEvery is how often a pipe gets a line; a bar is redrawn ten
@@ -80,7 +81,9 @@ func (p *progress) set(done int) {
 // below it.
 func (p *progress) stop() {
 	if p != nil && p.drawn && p.tty != nil {
-		p.show(p.a.now())
+		if p.shown != p.done {
+			p.show(p.a.now())
+		}
 		fmt.Fprint(p.tty, "\n")
 		p.drawn = false
 	}
@@ -101,6 +104,7 @@ func (p *progress) show(now time.Time) {
 			eta = ", ETA " + retry.FormatDelay(left.Round(time.Second))
 		}
 	}
+	p.shown = p.done
 	line := fmt.Sprintf("%s %s, %.0f/s%s", p.what, counts, rate, eta)
 	if p.note != "" {
 		line = fmt.Sprintf("%s %s (%s read, %.0f/s%s)", p.what, p.note, counts, rate, eta)

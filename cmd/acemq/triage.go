@@ -67,7 +67,9 @@ func (a *app) triage(args []string) int {
 holding them unacknowledged and giving all of them back, and groups them by
 their reason with what varies between messages (ids, UUIDs, numbers, hex,
 quoted values) taken out. Per group: how many, the attempts, the oldest and
-newest creation (and broker dead-letter) time, a sample id and body.
+newest creation (and broker dead-letter) time, a sample id and body. On a
+quorum queue (not the default for .dlq and .parked) each read counts as a
+delivery towards x-delivery-limit, as peek's do.
 
 With --replay GROUP it moves that group's messages back to their queue, as
 acemq replay does. With --discard GROUP it moves them into an archive, a JSON
