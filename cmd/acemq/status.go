@@ -13,6 +13,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -98,9 +99,12 @@ Example:
 		return a.usageError(fs, "no broker: give --url or set $%s", EnvURL)
 	}
 	a.url = rawURL
+	if err := amqpconn.CheckURL(rawURL); err != nil {
+		return a.usageError(fs, "the broker URL: %v", err)
+	}
 	uri, err := amqp.ParseURI(rawURL)
 	if err != nil {
-		return a.usageError(fs, "--url: %v", err)
+		return a.usageError(fs, "the broker URL: %v", err)
 	}
 	tlsConfig, err := a.tlsConfig(fs)
 	if err != nil {
@@ -128,6 +132,7 @@ Example:
 			stats = append(stats, fromManagement(q))
 		}
 		out.Services, out.Delays, out.Other = group(stats, queues)
+		out.Services = withMissing(out.Services, queues)
 		return a.printStatus(out, *asJSON)
 	}
 	if a.ctx.Err() != nil {
@@ -311,6 +316,24 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 		other = nil
 	}
 	return services, delays, other
+}
+
+// withMissing adds to services those of the named queues the listing does
+// not have at all, as missing: asked for, and not there.
+func withMissing(services []service, named []string) []service {
+	for _, n := range named {
+		q, role, _ := classify(n)
+		if q == "" || slices.ContainsFunc(services, func(s service) bool { return s.Queue == q }) || role == roleDelayLevel || role == roleUndeliverable {
+			continue
+		}
+		services = append(services, service{Queue: q, Queues: []queueStat{
+			{Name: q, Role: roleWork, Missing: true},
+			{Name: acemq.DeadLetterQueue(q), Role: roleDLQ, Missing: true},
+			{Name: acemq.ParkedQueue(q), Role: roleParked, Missing: true},
+		}})
+	}
+	slices.SortFunc(services, func(a, b service) int { return strings.Compare(a.Queue, b.Queue) })
+	return services
 }
 
 // hasFamily reports whether a rung of queue is among queues.

@@ -179,6 +179,11 @@ acemq.delay.v1.*                3         3      0        -          -     -    
 	if got.Source != "management API" || len(got.Services) != 1 || len(got.Services[0].Queues) != 5 || got.Other != nil || len(got.Delays) != 3 {
 		t.Errorf("%+v", got)
 	}
+	// A service asked for and not there is shown missing.
+	code, out, _ = cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", srv.URL, "--queue", "shipping", "--queue", "orders")
+	if code != 0 || !strings.Contains(out, ": 2 services\n") || !strings.Contains(out, "\nshipping   ") || !strings.Contains(out, "\n  shipping.parked  ") || !strings.Contains(out, "running\nshipping ") {
+		t.Errorf("%d\n%s", code, out)
+	}
 
 	// Credentials of its own in --management are used and never printed.
 	code, out, errOut = cli(t, noBroker, "status", "--url", "amqp://other:secret@rabbit.internal/prod", "--management", strings.Replace(srv.URL, "://", "://ops:pw@", 1))
