@@ -243,8 +243,3 @@ func (a *app) printJSON(v any) {
 	_ = enc.Encode(v)
 	_, _ = a.stdout.Write(escape.JSON(buf.Bytes()))
 }
-
-// oneLine keeps a reason or body on its line of a table.
-func oneLine(s string) string {
-	return strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`, "\t", " ").Replace(s)
-}

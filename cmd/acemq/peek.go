@@ -145,7 +145,7 @@ func (a *app) lookFor(t transport.Transport, queue string, scan, limit int, with
 			s := printable(d.Body)
 			p.Body = &s
 		}
-		if at, ok := deathTime(d.Headers); ok {
+		if at := deadLettered(d.Headers); !at.IsZero() {
 			at = at.UTC()
 			p.DeadLettered = &at
 		}
@@ -156,21 +156,6 @@ func (a *app) lookFor(t transport.Transport, queue string, scan, limit int, with
 		out.Read, out.Matched = &read, &matched
 	}
 	return out, err
-}
-
-// deathTime is when the broker last dead-lettered a message: the time of
-// x-death's newest entry (RabbitMQ puts it first).
-func deathTime(h map[string]any) (time.Time, bool) {
-	deaths, ok := h["x-death"].([]any)
-	if !ok || len(deaths) == 0 {
-		return time.Time{}, false
-	}
-	d, ok := deaths[0].(map[string]any)
-	if !ok {
-		return time.Time{}, false
-	}
-	at, ok := d["time"].(time.Time)
-	return at, ok && !at.IsZero()
 }
 
 // jsonHeaders is h for JSON: byte arrays (AMQP's byte and long strings

@@ -14,6 +14,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/internal/escape"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -370,10 +371,10 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tUNACKED\tCONSUMERS\tIN/S\tOUT/S\tSTATE")
 	row := func(indent string, q queueStat) {
 		if q.Missing {
-			fmt.Fprintf(tw, "%s%s\t-\t-\t-\t-\t-\t-\tmissing\n", indent, oneLine(q.Name))
+			fmt.Fprintf(tw, "%s%s\t-\t-\t-\t-\t-\t-\tmissing\n", indent, escape.String(q.Name))
 			return
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, oneLine(q.Name), count(q.Messages), count(q.Ready), count(q.Unacked),
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, escape.String(q.Name), count(q.Messages), count(q.Ready), count(q.Unacked),
 			count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
 	}
 	for _, s := range out.Services {
