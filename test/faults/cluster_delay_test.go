@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -348,53 +347,6 @@ func (l *ledger) lostAfter(ids []string) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
-}
-
-// publishEach is publishAll with each job's Outgoing built by out (a
-// scheduled publish, here): every job is published, retried until the
-// broker confirms it, counted in confirmedN, and the confirmed ones
-// returned.
-func publishEach(tb testing.TB, tr transport.Transport, js []job, workers int, pace time.Duration, stats *publishStats, confirmedN *atomic.Int64, out func(int, job) acemq.Outgoing) []job {
-	tb.Helper()
-	pub := &acemq.Publisher{Transport: tr, Mandatory: true}
-	deadline := time.Now().Add(90 * time.Second)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var confirmed []job
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					_, err := pub.Publish(ctx, out(i, js[i]))
-					cancel()
-					if err == nil {
-						mu.Lock()
-						confirmed = append(confirmed, js[i])
-						mu.Unlock()
-						confirmedN.Add(1)
-						break
-					}
-					stats.fail(err)
-					if time.Now().After(deadline) || errors.Is(err, transport.ErrClosed) {
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				time.Sleep(pace)
-			}
-		})
-	}
-	for i := range js {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if len(confirmed) != len(js) {
-		tb.Errorf("only %d of %d messages were ever confirmed: %s", len(confirmed), len(js), stats)
-	}
-	return confirmed
 }
 
 // delayQueues are the level queues of the delay infrastructure.

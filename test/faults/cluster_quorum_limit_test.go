@@ -294,46 +294,14 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 // job with its poison mark, which the tally does not see.
 func publishQuorumJobs(tb testing.TB, tr transport.Transport, queue string, qjs []quorumJob, workers int, pace time.Duration, stats *publishStats, confirmedN *atomic.Int64) []job {
 	tb.Helper()
-	pub := &acemq.Publisher{Transport: tr, Mandatory: true}
-	deadline := time.Now().Add(60 * time.Second)
-	next := make(chan quorumJob)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var confirmed []job
-	for range workers {
-		wg.Go(func() {
-			for j := range next {
-				b, _ := json.Marshal(j)
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					_, err := pub.Publish(ctx, acemq.Outgoing{RoutingKey: queue, ID: j.ID, Body: b, ContentType: "application/json"})
-					cancel()
-					if err == nil {
-						mu.Lock()
-						confirmed = append(confirmed, j.accounting())
-						mu.Unlock()
-						confirmedN.Add(1)
-						break
-					}
-					stats.fail(err)
-					if time.Now().After(deadline) || errors.Is(err, transport.ErrClosed) {
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				time.Sleep(pace)
-			}
-		})
+	js := make([]job, len(qjs))
+	for i, q := range qjs {
+		js[i] = q.accounting()
 	}
-	for _, j := range qjs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	if len(confirmed) != len(qjs) {
-		tb.Errorf("only %d of %d messages were ever confirmed: %s", len(confirmed), len(qjs), stats)
-	}
-	return confirmed
+	return publishEach(tb, tr, js, workers, pace, stats, confirmedN, func(i int, j job) acemq.Outgoing {
+		b, _ := json.Marshal(qjs[i])
+		return acemq.Outgoing{RoutingKey: queue, ID: j.ID, Body: b, ContentType: "application/json"}
+	})
 }
 
 // fleet keeps consumer processes running, one per slot, starting another

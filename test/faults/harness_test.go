@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,23 +350,36 @@ func (s *publishStats) String() string {
 // failing the test if some never were.
 func publishAll(tb testing.TB, tr transport.Transport, queue string, js []job, workers int, pace time.Duration, stats *publishStats) []job {
 	tb.Helper()
+	return publishEach(tb, tr, js, workers, pace, stats, nil, func(_ int, j job) acemq.Outgoing {
+		return acemq.Outgoing{RoutingKey: queue, ID: j.ID, Body: body(j), ContentType: "application/json"}
+	})
+}
+
+// publishEach is publishAll with the publishing of job i built by out:
+// each retried until the broker confirms it, counted in confirmedN (if
+// any), and the confirmed ones returned.
+func publishEach(tb testing.TB, tr transport.Transport, js []job, workers int, pace time.Duration, stats *publishStats, confirmedN *atomic.Int64, out func(int, job) acemq.Outgoing) []job {
+	tb.Helper()
 	pub := &acemq.Publisher{Transport: tr, Mandatory: true}
 	deadline := time.Now().Add(90 * time.Second)
-	next := make(chan job)
+	next := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var confirmed []job
 	for range workers {
 		wg.Go(func() {
-			for j := range next {
+			for i := range next {
 				for {
 					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-					_, err := pub.Publish(ctx, acemq.Outgoing{RoutingKey: queue, ID: j.ID, Body: body(j), ContentType: "application/json"})
+					_, err := pub.Publish(ctx, out(i, js[i]))
 					cancel()
 					if err == nil {
 						mu.Lock()
-						confirmed = append(confirmed, j)
+						confirmed = append(confirmed, js[i])
 						mu.Unlock()
+						if confirmedN != nil {
+							confirmedN.Add(1)
+						}
 						break
 					}
 					stats.fail(err)
@@ -378,8 +392,8 @@ func publishAll(tb testing.TB, tr transport.Transport, queue string, js []job, w
 			}
 		})
 	}
-	for _, j := range js {
-		next <- j
+	for i := range js {
+		next <- i
 	}
 	close(next)
 	wg.Wait()
