@@ -12,6 +12,7 @@
 //	acemq topology --delays --queue orders --apply
 //	acemq delays   --peek 20
 //	acemq status   --queue orders
+//	acemq web      --allow-actions
 //
 // The broker URL comes from --url or ACEMQ_AMQP_URL. Passwords are never
 // printed. Every command takes --json. Exit status: 0 done, 1 failed, 2 the
@@ -72,6 +73,8 @@ Commands:
   status     every acemq queue of the vhost, grouped by service: messages,
              ready, unacked, consumers and rates (management API), or the
              queues named with --queue
+  web        a local dashboard of the same: status, triage groups, one
+             message; replay or discard a group with --allow-actions
 
 Run "acemq <command> --help" for a command's flags.
 The broker URL is --url, or $ACEMQ_AMQP_URL. Passwords are never printed.
@@ -112,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func
 		"delays":   a.delays,
 		"version":  a.version,
 		"status":   a.status,
+		"web":      a.web,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/internal/triage"
+	"github.com/acemq/acemq/transport"
+)
+
+// web serves the dashboard: status, triage groups, one message, and, with
+// --allow-actions, replay or discard of a group. It reads and acts through
+// the same functions as acemq status and acemq triage.
+func (a *app) web(args []string) int {
+	fs, _, url := a.flags("web", "[--listen 127.0.0.1:8080] [--allow-actions] [--queue Q]... [--url URL]",
+		`Serves a local dashboard, plain HTML from this process: the status overview
+(as acemq status), the triage groups of a .dlq or .parked queue (as acemq
+triage), one message's envelope, headers and body, every byte a producer
+wrote escaped. Each page reads the broker when it is loaded.
+
+It is read-only unless started with --allow-actions: then each group has a
+replay button, and a discard button that moves the group into an archive
+queue with who (--operator, default $USER) and why (a field of the form,
+required), through the same code as acemq triage --replay and --discard
+--to-queue: each copy confirmed before its original is acknowledged. Every
+action form carries a token made when the process starts, so that another
+site cannot post one; a read-only dashboard refuses any POST (403).
+
+It listens on 127.0.0.1 by default; it has no login of its own, so give
+--listen another address only behind something that has one.
+
+Example:
+  acemq web --queue orders
+  acemq web --listen 127.0.0.1:8080 --allow-actions --operator alice
+`, true)
+	listen := fs.String("listen", "127.0.0.1:8080", "the address to serve on")
+	allow := fs.Bool("allow-actions", false, "show replay and discard buttons and accept them")
+	operator := fs.String("operator", "", "who the discards are by, written on each message archived (default $USER, else the login user)")
+	var queues listFlag
+	fs.Var(&queues, "queue", "a work queue to show when the management API is not reachable (repeatable)")
+	management := fs.String("management", "", "the management API, http://host:15672 (default: the broker's host, or $"+EnvManagement+")")
+	readN := fs.Int("read", 0, "triage reads at most this many messages (0: every one ready)")
+	if code, done := a.parse(fs, args); done {
+		return code
+	}
+	if *readN < 0 {
+		return a.usageError(fs, "--read may not be negative")
+	}
+	if *operator == "" {
+		*operator = a.getenv("USER")
+	}
+	if *operator == "" {
+		if u, err := user.Current(); err == nil {
+			*operator = u.Username
+		}
+	}
+	t, code := a.connect(fs, *url)
+	if t == nil {
+		return code
+	}
+	defer t.Close()
+	rawURL := a.url
+	uri, err := amqp.ParseURI(rawURL)
+	if err != nil {
+		return a.usageError(fs, "the broker URL: %v", err)
+	}
+	tlsConfig, _ := a.tlsConfig(fs) // checked by connect
+	mgmtURL := *management
+	if mgmtURL == "" {
+		mgmtURL = a.getenv(EnvManagement)
+	}
+	extra := a.secrets
+	if mgmtURL != "" {
+		extra.args = append(slices.Clone(extra.args), mgmtURL)
+	}
+	a.secrets = extra.withHTTPURLs()
+	mc, err := newMgmtClient(mgmtURL, rawURL, tlsConfig)
+	if err != nil {
+		return a.usageError(fs, "%v", err)
+	}
+	w, err := newWebUI(a, t, webConfig{vhost: uri.Vhost, mgmt: mc, queues: queues, allowActions: *allow, operator: *operator, read: *readN})
+	if err != nil {
+		return a.fail(fs, err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return a.fail(fs, err)
+	}
+	srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
+	mode := "read-only"
+	if *allow {
+		mode = "actions allowed, as " + escape.String(*operator)
+	}
+	fmt.Fprintf(a.stdout, "acemq web: serving http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+	if f, ok := a.stdout.(interface{ Flush() error }); ok {
+		_ = f.Flush()
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err = <-done:
+		return a.fail(fs, err)
+	case <-a.ctx.Done():
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	<-done
+	return exitOK
+}
+
+// webConfig is what the dashboard was started with.
+type webConfig struct {
+	vhost        string
+	mgmt         *mgmtClient
+	queues       []string // --queue, for status without the management API
+	allowActions bool
+	operator     string
+	read         int // triage reads at most this many (0: all)
+}
+
+// webUI is the dashboard's handler. Every read and action of the broker is
+// made under mu, one at a time: a triage holds the whole queue
+// unacknowledged, and a second one at the same time would see only part
+// of it.
+type webUI struct {
+	a     *app
+	t     transport.Transport
+	cfg   webConfig
+	token string // the per-process value every action form must carry
+	mux   *http.ServeMux
+	mu    sync.Mutex
+}
+
+func newWebUI(a *app, t transport.Transport, cfg webConfig) (*webUI, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	w := &webUI{a: a, t: t, cfg: cfg, token: hex.EncodeToString(b), mux: http.NewServeMux()}
+	w.mux.HandleFunc("GET /{$}", w.status)
+	w.mux.HandleFunc("GET /triage", w.triage)
+	w.mux.HandleFunc("GET /message", w.message)
+	w.mux.HandleFunc("POST /replay", w.act)
+	w.mux.HandleFunc("POST /discard", w.act)
+	return w, nil
+}
+
+// ServeHTTP refuses a request whose Host is a name other than localhost
+// (a DNS rebinding page would read the token otherwise), sets headers that
+// keep the pages from being framed or running any script, and refuses
+// every POST when actions are not allowed.
+func (w *webUI) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	h := rw.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	if host != "localhost" && net.ParseIP(strings.Trim(host, "[]")) == nil {
+		http.Error(rw, "acemq web: this dashboard answers only to an IP address or localhost", http.StatusMisdirectedRequest)
+		return
+	}
+	if r.Method == http.MethodPost && !w.cfg.allowActions {
+		http.Error(rw, "acemq web: read-only (start it with --allow-actions to act)", http.StatusForbidden)
+		return
+	}
+	w.mux.ServeHTTP(rw, r)
+}
+
+// for a request: the app with the request's context, so that a page left
+// before it is ready stops its read (and gives back what it holds).
+func (w *webUI) appFor(r *http.Request) *app {
+	a := *w.a
+	a.ctx = r.Context()
+	return &a
+}
+
+type page struct {
+	Title        string
+	Vhost        string
+	Error        string
+	AllowActions bool
+	Token        string
+	Operator     string
+	Data         any
+}
+
+func (w *webUI) render(rw http.ResponseWriter, code int, name, title string, data any, errText string) {
+	p := page{Title: title, Vhost: w.cfg.vhost, Error: errText, AllowActions: w.cfg.allowActions, Token: w.token, Operator: w.cfg.operator, Data: data}
+	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+	rw.WriteHeader(code)
+	if err := webTemplates.ExecuteTemplate(rw, name, p); err != nil {
+		fmt.Fprintf(rw, "<p>template: %s</p>", template.HTMLEscapeString(err.Error()))
+	}
+}
+
+// errText is err for a page: redacted and escaped.
+func (w *webUI) errText(err error) string { return w.a.redact(escape.String(err.Error())) }
+
+// status is acemq status: the management API, else the queues named.
+func (w *webUI) status(rw http.ResponseWriter, r *http.Request) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.appFor(r)
+	out := statusOut{Vhost: w.cfg.vhost, Management: w.cfg.mgmt.String()}
+	listed, err := w.cfg.mgmt.queues(a.ctx, w.cfg.vhost)
+	if err == nil {
+		out.Source = "management API"
+		stats := make([]queueStat, 0, len(listed))
+		for _, q := range listed {
+			stats = append(stats, fromManagement(q))
+		}
+		out.Services, out.Delays, out.Other = group(stats, w.cfg.queues)
+		out.Services = withMissing(out.Services, w.cfg.queues)
+		w.render(rw, http.StatusOK, "status", "status", out, "")
+		return
+	}
+	out.Source, out.ManagementError = "passive declares", w.errText(err)
+	var me *mgmtError
+	if errors.As(err, &me) && strings.HasPrefix(me.what, "the management plugin is not reachable") {
+		out.ManagementError += ": enable it with rabbitmq-plugins enable rabbitmq_management"
+	}
+	if len(w.cfg.queues) == 0 {
+		w.render(rw, http.StatusOK, "status", "status", out, "name the queues to show with --queue when acemq web starts (AMQP cannot list them)")
+		return
+	}
+	stats, err := a.inspectNamed(w.t, w.cfg.queues)
+	if err != nil {
+		w.render(rw, http.StatusBadGateway, "status", "status", out, w.errText(err))
+		return
+	}
+	out.Services, out.Delays, _ = group(stats, nil)
+	w.render(rw, http.StatusOK, "status", "status", out, "")
+}
+
+// triage is acemq triage Q: every message read, grouped, all given back.
+func (w *webUI) triage(rw http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query().Get("queue")
+	if q == "" {
+		w.render(rw, http.StatusBadRequest, "triage", "triage", triageOut{Groups: []triageGroup{}}, "give the queue: /triage?queue=orders.dlq")
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out, err := w.scan(w.appFor(r), q)
+	if err != nil {
+		w.render(rw, httpStatus(err), "triage", "triage "+q, triageOut{Queue: q, Groups: []triageGroup{}}, w.errText(err))
+		return
+	}
+	w.render(rw, http.StatusOK, "triage", "triage "+q, out, "")
+}
+
+func (w *webUI) scan(a *app, q string) (triageOut, error) {
+	info, err := w.t.Inspect(a.ctx, q)
+	if err != nil {
+		return triageOut{}, err
+	}
+	return a.scan(w.t, q, info.Messages, w.cfg.read, 120, 0, true)
+}
+
+func httpStatus(err error) int {
+	if errors.Is(err, transport.ErrNotFound) {
+		return http.StatusNotFound
+	}
+	return http.StatusBadGateway
+}
+
+// webMessage is one message as the message page shows it: every string
+// escaped (escape.String) before the template escapes it for HTML.
+type webMessage struct {
+	Queue   string
+	ID      string
+	Found   bool
+	Read    int
+	Fields  [][2]string // the envelope, in order
+	Headers [][2]string // sorted by name
+	Body    string
+	Bytes   int
+	Cut     bool
+}
+
+// maxBodyWeb bounds the body shown on the message page.
+const maxBodyWeb = 64 << 10
+
+// message is one message of a queue, found by id with peek's filter.
+func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
+	q, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
+	m := webMessage{Queue: q, ID: escape.String(id)}
+	if q == "" || id == "" {
+		w.render(rw, http.StatusBadRequest, "message", "message", m, "give the queue and the id: /message?queue=orders.dlq&id=ID")
+		return
+	}
+	filter, _ := replayFilter("", "", []string{id})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.appFor(r)
+	out, err := a.lookFor(w.t, q, 100000, 1, true, filter)
+	if err != nil {
+		w.render(rw, httpStatus(err), "message", "message", m, w.errText(err))
+		return
+	}
+	m.Read = *out.Read
+	if len(out.Messages) == 0 {
+		w.render(rw, http.StatusNotFound, "message", "message", m, fmt.Sprintf("no message of the %d in %s has id %s", m.Read, escape.String(q), m.ID))
+		return
+	}
+	p := out.Messages[0]
+	m.Found = true
+	add := func(k, v string) { m.Fields = append(m.Fields, [2]string{k, v}) }
+	add("id", escape.String(p.ID))
+	add("attempt", strconv.Itoa(p.Attempt))
+	add("age", p.Age)
+	if p.Created != nil {
+		add("created", p.Created.Format(stamp))
+	}
+	if p.DeadLettered != nil {
+		add("dead-lettered by the broker", p.DeadLettered.Format(stamp))
+	}
+	add("reason", escape.String(orDash(p.Reason)))
+	add("group", triage.ID(triage.Key(p.Reason)))
+	add("exchange", escape.String(orDash(p.Exchange)))
+	add("routing key", escape.String(orDash(p.RoutingKey)))
+	add("redelivered", strconv.FormatBool(p.Redelivered))
+	add("bytes", strconv.Itoa(p.Bytes))
+	keys := make([]string, 0, len(p.Headers))
+	for k := range p.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		m.Headers = append(m.Headers, [2]string{escape.String(k), escape.String(fmt.Sprint(p.Headers[k]))})
+	}
+	m.Bytes = p.Bytes
+	body := *p.Body
+	if len(body) > maxBodyWeb {
+		m.Body, m.Cut = escape.Cut(body, maxBodyWeb), true
+	} else {
+		m.Body = escape.String(body)
+	}
+	w.render(rw, http.StatusOK, "message", "message "+m.ID, m, "")
+}
+
+// act replays or discards a group, as acemq triage --replay GROUP and
+// --discard GROUP --to-queue Q --why TEXT do: the group counted by a
+// scan, then moved with the same functions.
+func (w *webUI) act(rw http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(rw, "acemq web: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(w.token)) != 1 {
+		http.Error(rw, "acemq web: the form's token is missing or is not this dashboard's (reload the page)", http.StatusForbidden)
+		return
+	}
+	q, sel := r.PostForm.Get("queue"), r.PostForm.Get("group")
+	discard := r.URL.Path == "/discard"
+	toQueue, why := r.PostForm.Get("to_queue"), r.PostForm.Get("why")
+	fail := func(code int, msg string) {
+		w.render(rw, code, "action", "action", actionOut{Queue: q, Group: escape.String(sel)}, msg)
+	}
+	switch {
+	case q == "" || sel == "":
+		fail(http.StatusBadRequest, "the form has no queue or no group")
+		return
+	case discard && strings.TrimSpace(why) == "":
+		fail(http.StatusBadRequest, "a discard needs a why: it is written on every message archived")
+		return
+	case discard && toQueue == "":
+		fail(http.StatusBadRequest, "a discard needs the archive queue")
+		return
+	case discard && toQueue == q:
+		fail(http.StatusBadRequest, "the archive queue is the queue being triaged")
+		return
+	case discard && w.cfg.operator == "":
+		fail(http.StatusBadRequest, "a discard needs an operator: start acemq web with --operator (or $USER set)")
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.appFor(r)
+	a.ctx = context.WithoutCancel(a.ctx) // a closed tab does not stop a move half-way; each message is still moved whole
+	res, err := w.moveGroup(a, q, sel, discard, toQueue, why)
+	code := http.StatusOK
+	errText := ""
+	if err != nil {
+		code, errText = httpStatus(err), w.errText(err)
+		if res.Error == "" {
+			res.Error = errText
+		}
+	}
+	res.Group, res.To = escape.String(res.Group), escape.String(res.To)
+	w.render(rw, code, "action", res.Action+" "+res.Group, res, errText)
+}
+
+// moveGroup is what acemq triage does after its flags: scan, count the
+// group, settle, then replay or discard it, and the counts after.
+func (w *webUI) moveGroup(a *app, q, sel string, discard bool, toQueue, why string) (actionOut, error) {
+	res := actionOut{Queue: q, Group: sel, Action: "replay"}
+	if discard {
+		res.Action, res.To = "discard", toQueue
+	}
+	out, err := w.scan(a, q)
+	if err != nil {
+		return res, err
+	}
+	for _, g := range out.Groups {
+		if g.ID == sel || g.Key == sel {
+			res.Matched = g.Count
+		}
+	}
+	res.Before = out.Depth
+	if res.Matched == 0 {
+		return res, fmt.Errorf("no message of the %d read in %s is in group %q", out.Read, escape.String(q), escape.String(sel))
+	}
+	a.settle(w.t, q, out.Depth)
+	if !discard {
+		err = a.triageReplay(w.t, &res, "", res.Matched, 0, false, 0)
+	} else {
+		var arch archive
+		if arch, err = a.openArchive(w.t, "", toQueue, q, sel, w.cfg.operator, why); err == nil {
+			res.To = arch.name()
+			err = a.triageDiscard(w.t, &res, arch, res.Matched, 0, 0)
+			if cerr := arch.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}
+	res.Left = res.Matched - res.Moved
+	res.After = res.Before - res.Moved
+	if err != nil {
+		res.Error = a.redact(escape.String(err.Error()))
+	}
+	return res, err
+}
