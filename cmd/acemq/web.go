@@ -315,7 +315,7 @@ func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a := w.appFor(r)
-	out, err := a.lookFor(w.t, q, 100000, 1, true, filter)
+	out, err := a.lookFor(w.t, q, 10000, 1, true, filter) // as peek --id reads, up to its --scan
 	if err != nil {
 		w.render(rw, httpStatus(err), "message", "message", m, w.errText(err))
 		return

@@ -57,7 +57,7 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 {{define "foot"}}</body></html>{{end}}
 
 {{define "status"}}{{template "head" .}}{{with .Data}}
-<p id="source">From the {{.Source}}{{if not .ManagementError}} at {{.Management}}{{end}}: <span id="services">{{len .Services}}</span> services{{if .Other}}, {{len .Other}} other queues not acemq's{{end}}.</p>
+<p id="source">From the {{.Source}}{{if not .ManagementError}} at {{.Management}}{{end}}: <span id="services">{{len .Services}}</span> {{if eq (len .Services) 1}}service{{else}}services{{end}}{{if .Other}}, {{len .Other}} other queues not acemq's{{end}}.</p>
 {{if .ManagementError}}<p class="err">{{.ManagementError}}</p>{{end}}
 {{if or .Services .Delays}}
 <table id="status"><tr><th>queue</th><th>role</th><th>messages</th><th>ready</th><th>unacked</th><th>consumers</th><th>in/s</th><th>out/s</th><th>state</th><th></th></tr>
@@ -81,7 +81,7 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 {{$queue := .Queue}}
 {{range .Groups}}
 <div class="group" id="{{.ID}}" data-count="{{.Count}}">
-<p><code>{{.ID}}</code> · <b class="count">{{.Count}}</b> messages · {{.Kind}} · attempts {{attempts .}}</p>
+<p><code>{{.ID}}</code> · <b class="count">{{.Count}}</b> {{if eq .Count 1}}message{{else}}messages{{end}} · {{.Kind}} · attempts {{attempts .}}</p>
 <table>
 <tr><th>reason</th><td><code>{{esc .Key}}</code></td></tr>
 {{if .FirstCreated}}<tr><th>created</th><td>{{when .FirstCreated}} .. {{when .LastCreated}}</td></tr>{{end}}
