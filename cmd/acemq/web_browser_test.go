@@ -170,6 +170,19 @@ func TestRabbitMQWebBrowser(t *testing.T) {
 		t.Errorf("replayed %v, want the group's m-1 to m-7", ids)
 	}
 
+	discardKey := `the handler rejected it: no such customer "<q>"`
+	g = "#" + triage.ID(discardKey)
+	browse(t, ctx, chromedp.Navigate(base+"triage?queue="+q+".dlq"), chromedp.WaitVisible(chromedp.CSS(g+` button.discard`)),
+		chromedp.SendKeys(chromedp.CSS(g+` input[name=why]`), "customers deleted in the purge"),
+		chromedp.Click(chromedp.CSS(g+` button.discard`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
+	m := want[discardKey]
+	if moved := read(t, ctx, chromedp.Text(chromedp.CSS(`#moved`))); moved != strconv.Itoa(m) {
+		t.Errorf("discard: moved %s, want %d", moved, m)
+	}
+	screenshot(t, ctx, dir, "discarded.png")
+	waitDepth(t, tr, q+".dlq.archive", m)
+	waitDepth(t, tr, q+".dlq", total-n-m)
+
 	ro := startWeb(t, dialRabbitMQ, "--url", u)
 	browse(t, ctx, chromedp.Navigate(ro+"triage?queue="+q+".dlq"), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
 	buttons := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('button').length`))
@@ -178,5 +191,5 @@ func TestRabbitMQWebBrowser(t *testing.T) {
 		t.Errorf("a read-only dashboard shows %d buttons in %d forms", buttons, forms)
 	}
 	screenshot(t, ctx, dir, "triage-read-only.png")
-	deleteQueues(t, u, q, q+".dlq", q+".parked")
+	deleteQueues(t, u, q, q+".dlq", q+".parked", q+".dlq.archive")
 }
