@@ -22,13 +22,17 @@ import (
 )
 
 // The audit headers on an archived copy: who moved it, why, when, from
-// where, and which group it was in.
+// where, and which group it was in (docs/wire-contract.md, "Archived
+// copies").
 const (
 	HeaderArchivedBy    = "x-acemq-archived-by"
 	HeaderArchivedWhy   = "x-acemq-archived-why"
 	HeaderArchivedAt    = "x-acemq-archived-at" // Unix milliseconds
 	HeaderArchivedFrom  = "x-acemq-archived-from"
 	HeaderArchivedGroup = "x-acemq-archived-group"
+	// The properties a copy cannot keep, kept as headers.
+	HeaderArchivedExpiration = "x-acemq-archived-expiration"
+	HeaderArchivedUserID     = "x-acemq-archived-user-id"
 )
 
 // triageGroup is a group as triage prints it.
@@ -542,11 +546,11 @@ func (q *queueArchive) keep(d transport.Delivery) error {
 	h[HeaderArchivedGroup] = q.audit.Group
 	props := d.Properties
 	if props.Expiration != "" {
-		h["x-acemq-archived-expiration"] = props.Expiration
+		h[HeaderArchivedExpiration] = props.Expiration
 		props.Expiration = ""
 	}
 	if props.UserID != "" {
-		h["x-acemq-archived-user-id"] = props.UserID
+		h[HeaderArchivedUserID] = props.UserID
 		props.UserID = ""
 	}
 	props.DeliveryMode = 2
