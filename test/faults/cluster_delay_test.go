@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/retry"
@@ -349,27 +345,6 @@ func (l *ledger) lostAfter(ids []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// delayQueues are the level queues of the delay infrastructure.
-func delayQueues() []string {
-	out := make([]string, delay.Levels)
-	for k := range out {
-		out[k] = delay.Level(k)
-	}
-	return out
-}
-
-// leaders maps each quorum queue to its leader, as node n sees it.
-func leaders(tb testing.TB, n *brokertest.Node) map[string]string {
-	tb.Helper()
-	out := map[string]string{}
-	for _, line := range strings.Split(n.Ctl(tb, "list_queues", "name", "leader", "--no-table-headers"), "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			out[f[0]] = f[1]
-		}
-	}
-	return out
-}
-
 // nodeDown is how long node 1 stays down: long enough for the new leaders'
 // message counts (reported every 5 s, quorum_tick_interval) to show what
 // the levels hold.
@@ -389,68 +364,6 @@ func (l *ledger) ended(sk *sink, js []job) int {
 	return n
 }
 
-// holding reads the queues that hold messages, as node n sees them, and
-// returns how many messages of the quorum queues qs are neither ready nor
-// unacknowledged (dead-lettered and waiting for their next queue to
-// confirm them), and each queue's messages, ready and unacknowledged.
-// rabbitmqctl leaves out a quorum queue that does not answer within a
-// second, as some may not just after a node loss: the description says
-// how many of qs were left out. A new leader's counts are zero until its
-// first tick.
-func holding(tb testing.TB, n *brokertest.Node, qs []string) (int, string) {
-	tb.Helper()
-	var held, listed int
-	var out []string
-	for _, line := range strings.Split(n.Ctl(tb, "list_queues", "name", "messages", "messages_ready", "messages_unacknowledged", "--no-table-headers"), "\n") {
-		f := strings.Fields(line)
-		var all, ready, unacked int
-		if len(f) != 4 {
-			continue
-		}
-		if _, err := fmt.Sscan(f[1]+" "+f[2]+" "+f[3], &all, &ready, &unacked); err != nil {
-			continue
-		}
-		if slices.Contains(qs, f[0]) {
-			listed++
-			held += all - ready - unacked
-		}
-		if all != 0 {
-			out = append(out, strings.Join(f, " "))
-		}
-	}
-	desc := strings.Join(out, "; ")
-	if listed < len(qs) {
-		desc += fmt.Sprintf(" (%d of the %d levels not listed)", len(qs)-listed, len(qs))
-	}
-	return held, desc
-}
-
-// countLeaders counts queues by leader.
-func countLeaders(leaders map[string]string, queues []string) map[string]int {
-	out := map[string]int{}
-	for _, q := range queues {
-		out[leaders[q]]++
-	}
-	return out
-}
-
-// waiting is how many messages queues hold now, read through url; a
-// queue that cannot be read counts none.
-func waiting(url string, queues []string) int {
-	n := 0
-	_ = raw(url, func(ch *amqp.Channel) error {
-		for _, name := range queues {
-			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
-			if err != nil {
-				return err
-			}
-			n += q.Messages
-		}
-		return nil
-	})
-	return n
-}
-
 func placeOf(p retry.Policy) string {
 	if p.UsesDelayQueues() {
 		return "the delay queues"
@@ -464,80 +377,3 @@ const (
 	viaRung   = "rung"
 	viaDirect = "direct"
 )
-
-// arrival is one kind of delivery: an attempt, and where it came from.
-type arrival struct {
-	attempt int
-	via     string
-}
-
-// arrivals counts deliveries by attempt and by where they came from.
-type arrivals struct {
-	mu sync.Mutex
-	n  map[arrival]int
-}
-
-func (a *arrivals) record(h acemq.Handler) acemq.Handler {
-	return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
-		k := arrival{attempt: m.Attempt(), via: viaOf(m.Header("x-death"))}
-		a.mu.Lock()
-		a.n[k]++
-		a.mu.Unlock()
-		return h.ServeMessage(ctx, m)
-	})
-}
-
-// viaOf reads where a message last waited from its x-death header.
-func viaOf(deaths any) string {
-	ds, _ := deaths.([]any)
-	if len(ds) == 0 {
-		return viaDirect
-	}
-	var queue string
-	switch d := ds[0].(type) {
-	case map[string]any:
-		queue, _ = d["queue"].(string)
-	case amqp.Table:
-		queue, _ = d["queue"].(string)
-	}
-	switch {
-	case strings.HasPrefix(queue, delay.Prefix):
-		return viaDelays
-	case strings.Contains(queue, ".retry."):
-		return viaRung
-	}
-	return "x-death from " + queue
-}
-
-func (a *arrivals) count(match func(arrival) bool) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := 0
-	for k, c := range a.n {
-		if match(k) {
-			n += c
-		}
-	}
-	return n
-}
-
-// String reads "attempt 1 via delay queues: 400, attempt 2 ...".
-func (a *arrivals) String() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	keys := make([]arrival, 0, len(a.n))
-	for k := range a.n {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(x, y arrival) int {
-		if x.attempt != y.attempt {
-			return x.attempt - y.attempt
-		}
-		return strings.Compare(x.via, y.via)
-	})
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("attempt %d via %s: %d", k.attempt, k.via, a.n[k])
-	}
-	return strings.Join(parts, ", ")
-}
