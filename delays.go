@@ -69,16 +69,10 @@ func (e *engine) delayQueues(ctx context.Context, queues []*queueRun) (bool, err
 // docs/operators.md states. Queues declared classic by an older broker are
 // kept after an upgrade: RabbitMQ refuses to change a queue's type.
 func (e *engine) declareDelays(ctx context.Context) error {
-	quorum := true
-	if v, ok := e.t.(transport.Versioned); ok {
-		product, version, err := v.BrokerVersion(ctx)
-		if err != nil {
-			return fmt.Errorf("acemq: declare the delay queues: %w", err)
-		}
-		if quorum = delay.SupportsQuorum(product, version); !quorum {
-			e.log.Warn("acemq: the broker cannot hold quorum queues with at-least-once dead-lettering, so the delay queues are classic: a node lost while messages wait on them loses those messages",
-				zap.String("product", product), zap.String("version", version))
-		}
+	quorum := delay.SupportsQuorum(e.broker.product, e.broker.version)
+	if !quorum {
+		e.log.Warn("acemq: the broker cannot hold quorum queues with at-least-once dead-lettering, so the delay queues are classic: a node lost while messages wait on them loses those messages",
+			zap.String("product", e.broker.product), zap.String("version", e.broker.version))
 	}
 	top := delay.Topology()
 	if !quorum {

@@ -27,6 +27,7 @@ type engine struct {
 	handlerTimeout  time.Duration // <= 0: none
 	srv             *Server       // read only by run, to resolve its settings
 
+	broker    brokerInfo // what the broker said it is, read once by subscribe
 	consumers []*consumer
 	failed    chan error // a consumer whose deliveries ended unasked
 	overdue   overdueSet // messages whose handler ran past the handler timeout
@@ -102,15 +103,19 @@ func (e *engine) run(ctx context.Context) error {
 // declarations first, so that no message arrives before every rung and
 // delay queue it may need exists.
 func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
+	if err := e.identify(ctx); err != nil {
+		return err
+	}
+	for _, q := range queues { // before anything is declared
+		if err := e.checkDeliveryLimit(q); err != nil {
+			return err
+		}
+	}
 	delays, err := e.delayQueues(ctx, queues)
 	if err != nil {
 		return err
 	}
-	major := e.brokerMajor(ctx)
 	for _, q := range queues {
-		if err := e.checkDeliveryLimit(q, major); err != nil {
-			return err
-		}
 		q.delays = delays && e.delayable(q)
 		if !q.declare {
 			if rungs := q.policy.BrokerRungs(); len(rungs) > 0 {
@@ -175,4 +180,33 @@ func (e *engine) spawn(f func()) {
 		defer e.running.Done()
 		f()
 	}()
+}
+
+// brokerInfo is the product and version the broker announced (the AMQP
+// server properties); empty when the transport does not say.
+type brokerInfo struct{ product, version string }
+
+// major is the RabbitMQ major version, 0 when unknown.
+func (b brokerInfo) major() int {
+	if b.product != "RabbitMQ" {
+		return 0
+	}
+	var major int
+	_, _ = fmt.Sscanf(b.version, "%d", &major)
+	return major
+}
+
+// identify asks the broker what it is, once: the delay queues' layout and
+// the delivery-limit check depend on its version.
+func (e *engine) identify(ctx context.Context) error {
+	v, ok := e.t.(transport.Versioned)
+	if !ok {
+		return nil
+	}
+	product, version, err := v.BrokerVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("acemq: ask the broker its version: %w", err)
+	}
+	e.broker = brokerInfo{product, version}
+	return nil
 }

@@ -1,7 +1,6 @@
 package acemq
 
 import (
-	"context"
 	"fmt"
 	"maps"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
-	"github.com/acemq/acemq/transport"
 )
 
 // deliveryLimitArgs returns the queue's declaration arguments with the
@@ -70,7 +68,7 @@ func orClassic(v any) any {
 // or with StrictDeliveryLimit an error. On RabbitMQ 4, whose quorum queues
 // have a limit of 20 unless set, a quorum queue with no dead-letter route
 // of its own is warned of too: a message past the limit is dropped.
-func (e *engine) checkDeliveryLimit(q *queueRun, brokerMajor int) error {
+func (e *engine) checkDeliveryLimit(q *queueRun) error {
 	limit := deliveryLimit(q.args)
 	if limit > 0 && limit < q.policy.MaxAttempts() {
 		msg := fmt.Sprintf("queue %s is declared with a delivery limit of %d, below the %d attempts its retry policy allows: a message redelivered that often (crashes, shutdown give-backs, consumer timeouts) goes to %s before its attempts are spent",
@@ -80,25 +78,9 @@ func (e *engine) checkDeliveryLimit(q *queueRun, brokerMajor int) error {
 		}
 		e.log.Warn("acemq: "+msg, zap.String("queue", q.name), zap.Int("delivery_limit", limit), zap.Int("max_attempts", q.policy.MaxAttempts()))
 	}
-	if brokerMajor >= 4 && q.args["x-queue-type"] == "quorum" && limit == 0 && !q.hasOwnDeadLetterRoute() {
+	if e.broker.major() >= 4 && q.args["x-queue-type"] == "quorum" && limit == 0 && !q.hasOwnDeadLetterRoute() {
 		e.log.Warn("acemq: RabbitMQ 4 gives this quorum queue a delivery limit of 20, and it has no dead-letter route: a message delivered 20 times is dropped. Set QueueConfig.DeliveryLimit",
 			zap.String("queue", q.name))
 	}
 	return nil
-}
-
-// brokerMajor is the broker's major version, 0 when the transport does
-// not say.
-func (e *engine) brokerMajor(ctx context.Context) int {
-	v, ok := e.t.(transport.Versioned)
-	if !ok {
-		return 0
-	}
-	product, version, err := v.BrokerVersion(ctx)
-	if err != nil || product != "RabbitMQ" {
-		return 0
-	}
-	var major int
-	_, _ = fmt.Sscanf(version, "%d", &major)
-	return major
 }
