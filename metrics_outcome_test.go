@@ -109,7 +109,13 @@ func TestHistograms(t *testing.T) {
 	f := start(t, &acemq.Server{Retry: retry.Fixed(2, time.Second)}, map[string]acemq.Handler{"orders": answerSeq(ack.Retry(errBoom))})
 	f.publish("orders", "{}", nil)
 	f.advance(1, time.Second)
-	f.eventually("accepted", func() bool { return f.counter(acemq.MetricHandled, map[string]string{"outcome": "accept"}) == 1 })
+	// The retry's original is settled, and recorded (age last), once its
+	// copy is confirmed, which may be after the copy was already handled.
+	f.eventually("both settlements recorded", func() bool {
+		n1, _ := f.histogram(acemq.MetricAge, map[string]string{"queue": "orders", "outcome": "retry"})
+		n2, _ := f.histogram(acemq.MetricAge, map[string]string{"queue": "orders", "outcome": "accept"})
+		return n1 > 0 && n2 > 0
+	})
 	for _, outcome := range []string{"retry", "accept"} {
 		attrs := map[string]string{"queue": "orders", "outcome": outcome}
 		if n, sum := f.histogram(acemq.MetricAge, attrs); n != 1 || sum != 1 {
