@@ -17,8 +17,12 @@
 // Every hop the library makes (retry, rung, dead letter, park) is a
 // confirmed, mandatory publish by queue name. Only when the broker confirmed
 // it and a queue took it is the original acknowledged. A copy the broker
-// refused rejects the original to the broker (whose own dead-lettering is
-// the last resort) and counts acemq.messages.set.aside.failed; a copy whose
+// refused (its queue deleted, or full under reject-publish) counts
+// acemq.messages.set.aside.failed and holds the original unacknowledged
+// while the copy is tried again with backoff, declaring the queue again
+// where the server may (acemq.messages.held counts what is held); only a
+// queue with a dead-letter route of its own (x-dead-letter-exchange in its
+// arguments) has the original rejected to that route instead. A copy whose
 // fate is unknown gives the original back: a duplicate, never a loss.
 //
 // # At least once, and a stable id

@@ -54,8 +54,12 @@ type Outgoing struct {
 	// (package delay, declared with delay.Topology), rounded up to
 	// delay.Unit; At delivers it at a time (one in the past is now). Set
 	// at most one, and only for the default exchange: RoutingKey names
-	// the queue, which must exist at publish time and be bound with
-	// delay.Bind.
+	// the queue, which must exist at publish time. A Server consuming
+	// that queue declares the delay queues and binds the queue to them
+	// itself (where it may declare); a queue no Server binds is bound
+	// with delay.Bind (or acemq topology --delays --apply --queue), and
+	// without the binding its messages still arrive, through
+	// delay.Undeliverable, up to RedeliverEvery late.
 	Delay time.Duration
 	At    time.Time
 }
