@@ -179,3 +179,38 @@ func fieldName(amqp string) string {
 	}
 	return b.String()
 }
+
+// TestNewDropsWhatTheDocumentSaysTheBrokerOwns: a handler that passes a
+// consumed message's headers on to Publish gives New the broker's headers
+// and another message's life (its error, snoozes, due time). The new
+// message carries none of them, whatever the document lists, and keeps the
+// rest as given.
+func TestNewDropsWhatTheDocumentSaysTheBrokerOwns(t *testing.T) {
+	t.Parallel()
+	doc := wiretest.Load(t, contract)
+	given := delivery(doc).Headers
+	given[wire.Snoozes], given[wire.Due] = int64(3), int64(1700000000000)
+	given["x-received-from"] = []any{map[string]any{"uri": "amqp://upstream"}}
+	pub := wire.New(wire.Origin{ID: "n-1", Created: time.UnixMilli(1700000000000), Exchange: "", RoutingKey: "shipping"}, given, transport.Properties{}, nil)
+	if err := doc.Check(pub.Headers, wiretest.Want{ID: "n-1", Attempt: 1, Created: 1700000000000, RoutingKey: "shipping"}); err != nil {
+		t.Error(err)
+	}
+	for k, v := range given {
+		got, kept := pub.Headers[k]
+		switch {
+		case wire.IsBrokerOwned(k) != doc.IsBrokerOwned(k):
+			t.Errorf("IsBrokerOwned(%q) = %v; the document says %v", k, wire.IsBrokerOwned(k), doc.IsBrokerOwned(k))
+		case doc.IsBrokerOwned(k) && kept:
+			t.Errorf("the new message carries the broker's %s", k)
+		case k == wire.Error || k == wire.Snoozes || k == wire.Due:
+			if kept {
+				t.Errorf("the new message carries another message's %s = %#v", k, got)
+			}
+		case !doc.IsBrokerOwned(k) && !strings.HasPrefix(k, "x-acemq-") && !reflect.DeepEqual(got, v):
+			t.Errorf("the new message has %s = %#v, want it kept as %#v", k, got, v)
+		}
+	}
+	if len(given[wire.Error].(string)) == 0 {
+		t.Fatal("the fixture lost its error")
+	}
+}

@@ -40,10 +40,12 @@ const (
 // the broker's that an envelope reads.
 const deliveryCount = "x-delivery-count"
 
-// brokerOwned are headers the broker writes. A republished copy must not
-// carry them: a stale x-death naming the copy's queue makes RabbitMQ drop it
-// as a dead-letter cycle, and CC/BCC would route it twice.
-var brokerOwned = [...]string{"x-death", deliveryCount, "x-acquired-count", "CC", "BCC"}
+// brokerOwned are headers the broker writes. No message the library
+// publishes, copy or new, may carry them: a stale x-death naming a queue
+// the message will be dead-lettered into makes RabbitMQ drop it as a
+// cycle, a stale x-received-from makes federation drop it as a loop, and
+// CC/BCC would route it twice.
+var brokerOwned = [...]string{"x-death", deliveryCount, "x-acquired-count", "x-received-from", "CC", "BCC"}
 
 // IsBrokerOwned reports whether key is a header the broker writes, which a
 // copy must not carry (see brokerOwned for why).

@@ -16,7 +16,12 @@ type Origin struct {
 
 // New stamps a new message, attempt 1, for publishing to o's exchange and
 // routing key. The headers are copied, so that a caller's map (a user's,
-// reused for the next message) is never written to. It is persistent and
+// reused for the next message) is never written to, without what the broker
+// owns (a handler that passes a consumed message's headers on passes its
+// x-death, and RabbitMQ drops the new message as a dead-letter cycle when it
+// enters a queue named there, after confirming the publish) and without
+// what belongs to another message's life (its error, snoozes and due
+// time). It is persistent and
 // mandatory, so that a message reaching no queue is known either way; the
 // AMQP message id and timestamp repeat the id and creation time for
 // readers that know no x-acemq-* header. The caller's props give the rest
@@ -24,14 +29,15 @@ type Origin struct {
 func New(o Origin, headers map[string]any, props transport.Properties, body []byte) transport.Publishing {
 	h := make(map[string]any, len(headers)+5)
 	for k, v := range headers {
-		h[k] = v
+		if !IsBrokerOwned(k) && !ownedByAnother(k) {
+			h[k] = v
+		}
 	}
 	h[ID] = o.ID
 	h[Attempt] = int64(1)
 	h[Created] = o.Created.UnixMilli()
 	h[Exchange] = o.Exchange
 	h[RoutingKey] = o.RoutingKey
-	delete(h, Error) // a new message has not been given up on
 	props.DeliveryMode = 2
 	props.MessageID = messageID(o.ID)
 	props.Timestamp = o.Created.Truncate(time.Second) // AMQP carries whole seconds
@@ -43,6 +49,13 @@ func New(o Origin, headers map[string]any, props transport.Properties, body []by
 		Properties: props,
 		Body:       body,
 	}
+}
+
+// ownedByAnother reports whether key is a contract header that describes
+// another message's life, which a new message must not inherit: it has not
+// been given up on, snoozed, or scheduled (delay.Aim sets its own due time).
+func ownedByAnother(key string) bool {
+	return key == Error || key == Snoozes || key == Due
 }
 
 // Forward builds a publishing of d as it is, to exchange with key: the
