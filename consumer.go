@@ -34,6 +34,7 @@ type consumer struct {
 // did not return by the deadline. Workers read the subscription directly:
 // no hand-off on the hot path.
 func (c *consumer) work(w *worker, sub transport.Subscription) {
+	c.e.overdue.serve(c) // before any delivery: the broker's reports reach the workers
 	c.each(sub, func(d transport.Delivery) bool {
 		if isClosed(c.e.stop.requested) {
 			// Given back while the consumer is still subscribed, it would
@@ -76,19 +77,19 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // handle runs the handler on one delivery, decides what its answer means
 // and carries that out. It reports false when the stop took the delivery
 // over while the handler ran (cutOff): the answer comes too late to count,
-// and the worker is no longer the engine's.
+// and the worker is no longer the engine's. A redelivery is first looked
+// at (redelivery): it may be overdue, or its message still running here.
 func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	m := newMessage(d, c.e.clock.Now)
 	pctx, span := c.startProcess(d, m)
-	if d.Redelivered && c.e.overdue.take(c.q.name, m.ID()) {
-		c.settle(d, m, settling{verdict: overdue(c.q, m.env, c.e.handlerTimeout), ctx: pctx})
+	if d.Redelivered && c.redelivery(w, d, m, pctx) {
 		return true
 	}
 	ctx := c.e.handlerCtx
 	qm := c.q.metrics
 	c.e.inst.inFlight.Add(ctx, 1, qm.queueAdd...)
 	began := time.Now()
-	hctx := w.begin(d, m, began)
+	hctx := w.begin(d, m, began, c.handlerTimeout())
 	if span.SpanContext().IsValid() { // the handler's own spans are children of it
 		hctx = trace.ContextWithSpan(hctx, span)
 	}
@@ -97,7 +98,8 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	answered(span, a)
 	s := settling{ctx: pctx, took: took, ran: true}
-	if !w.end() {
+	owned, takenBack := w.end()
+	if !owned {
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
 		c.finish(m, s, outcomeGivenBack)
@@ -110,9 +112,22 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 		c.giveBack(d) // the broker redelivers it
 		return true
 	}
+	if takenBack { // nothing to settle: the broker has it again
+		c.e.log.Warn("acemq: a handler returned after the broker took its delivery back (its consumer_timeout closed the channel); its answer is discarded, as the broker delivers the message again",
+			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
+		c.finish(m, s, outcomeGivenBack)
+		return true
+	}
 	s.verdict = decide(c.q, m.env, a, c.e.clock.Now())
 	c.settle(d, m, s)
 	return true
+}
+
+// workersNow are the consumer's workers on its current subscription.
+func (c *consumer) workersNow() []*worker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.workers
 }
 
 // cutOff gives back, at the deadline, the delivery of every handler still
@@ -121,9 +136,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 // ended, and its goroutine ends on its own once the handler returns, with
 // its answer discarded. It reports how many it cut off.
 func (c *consumer) cutOff() int {
-	c.mu.Lock()
-	workers := c.workers
-	c.mu.Unlock()
+	workers := c.workersNow()
 	n := 0
 	for _, w := range workers {
 		if d, m, ok := w.takeOver(); ok {

@@ -165,7 +165,7 @@ func (e *engine) declare(ctx context.Context, q *queueRun) error {
 // consume subscribes to q: at start-up, and again after the broker ended
 // its consumer.
 func (e *engine) consume(ctx context.Context, q *queueRun) (transport.Subscription, error) {
-	sub, err := e.t.Consume(ctx, q.name, transport.ConsumeOptions{Prefetch: q.prefetch})
+	sub, err := e.t.Consume(ctx, q.name, e.consumeOptions(q)) // brokertimeout.go
 	if err != nil {
 		return nil, fmt.Errorf("acemq: consume queue %s: %w", q.name, err)
 	}

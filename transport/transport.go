@@ -78,6 +78,16 @@ type ConsumeOptions struct {
 	Prefetch int
 	// Tag names the consumer; empty lets the transport choose.
 	Tag string
+	// OnConsumerTimeout, when set, is told each time the broker closes the
+	// subscription's channel because a delivery stayed unacknowledged past
+	// its consumer timeout (RabbitMQ's consumer_timeout: 406
+	// PRECONDITION_FAILED), with the timeout the broker says it used; 0
+	// when it did not say. Every delivery received on that channel is
+	// stale by then, and the broker redelivers each: the call comes before
+	// the subscription consumes again, so before any of them can come back
+	// to it. It runs on the transport's goroutine: it must return promptly
+	// and not call the transport.
+	OnConsumerTimeout func(timeout time.Duration)
 }
 
 // Properties are a message's AMQP basic properties.

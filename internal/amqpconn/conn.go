@@ -27,12 +27,10 @@ const closeTimeout = 5 * time.Second
 // healthy when Config.HealthyAfter is zero.
 const DefaultHealthyAfter = 5 * time.Second
 
-// AMQP reply codes with which the broker refuses a connection.open: they
-// do not go away by dialling again.
-const (
-	codeAccessRefused = 403 // the credentials (amqp091-go's ErrCredentials)
-	codeNotAllowed    = 530 // the vhost: deleted, or the user's access to it withdrawn
-)
+// refusalLogEvery bounds how often a streak of refusals is logged again
+// after its first line: a reconnect every Backoff.Max would otherwise log a
+// line per try for as long as a connection limit lasts.
+const refusalLogEvery = 30 * time.Second
 
 // Config tells Open what to connect to and how.
 type Config struct {
@@ -83,8 +81,15 @@ type Conn struct {
 	closed bool
 
 	since   time.Time     // when cur was installed; guarded by mu
-	refusal *amqp.Error   // the broker refused the latest reconnect attempt; guarded by mu
+	refusal *amqp.Error   // the broker refused the latest reconnect attempt for good; guarded by mu
 	refused chan struct{} // closed once refusal is set; guarded by mu
+
+	// The streak of reconnect attempts the broker refused for now
+	// (Classify's Transient), and who is told of it; guarded by mu.
+	streak    *RefusedError
+	loggedAt  time.Time // when the streak was last logged
+	listeners map[int]func(*RefusedError)
+	nextID    int
 
 	blocked atomic.Pointer[string] // the broker's reason while blocked
 	gen     atomic.Uint64
@@ -187,11 +192,17 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 }
 
 // ChannelUnlessRefused is Channel, except that it gives up as soon as the
-// broker refuses a reconnect attempt (530 NOT_ALLOWED: the vhost was
-// deleted or the user's access to it withdrawn; 403: the credentials),
-// returning an error that wraps the broker's *amqp.Error. A consumer uses
-// it to end instead of waiting for a vhost that may never come back;
-// Conn itself goes on redialling until Close.
+// broker refuses a reconnect attempt for good (Classify's Permanent: 530
+// "vhost ... not found", the vhost deleted; 530 "access to vhost ...
+// refused for user ...", the user's access withdrawn; 403, the
+// credentials), returning an error that wraps the broker's *amqp.Error. A
+// consumer uses it to end instead of waiting for a vhost that may never
+// come back; Conn itself goes on redialling until Close.
+//
+// A refusal for now (Classify's Transient: a connection limit reached, a
+// vhost down, a node not accepting connections) does not end the wait:
+// those go away on their own, and Conn dials again with backoff, telling
+// NotifyRefused's listeners of each one.
 func (c *Conn) ChannelUnlessRefused(ctx context.Context) (*amqp.Channel, error) {
 	return c.channel(ctx, true)
 }
@@ -278,12 +289,63 @@ func (c *Conn) Check() error {
 	case closed:
 		return errors.New("closed")
 	case cur == nil || cur.IsClosed():
+		if r := c.Refused(); r != nil {
+			return fmt.Errorf("not connected: %w", r)
+		}
 		return errors.New("not connected: reconnecting")
 	}
 	if reason, blocked := c.Blocked(); blocked {
 		return errors.New("blocked by the broker: " + reason)
 	}
 	return nil
+}
+
+// Refused returns the streak of reconnect attempts the broker is refusing
+// for now (a connection limit reached, a vhost down, a node not
+// accepting), or nil when the latest attempt was not so refused. It is a
+// copy: the streak goes on without it.
+func (c *Conn) Refused() *RefusedError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.streak == nil {
+		return nil
+	}
+	r := *c.streak
+	return &r
+}
+
+// NotifyRefused calls fn with the streak each time the broker refuses a
+// reconnect attempt for now (Classify's Transient), and with nil once,
+// when a reconnect succeeds after such refusals (or Close ends them). A
+// streak under way when fn is registered is reported to it at once, on the
+// caller's goroutine; every later report comes from Conn's own, with no
+// lock held: fn must return promptly and must not call Conn. The returned
+// func unregisters fn.
+//
+// While anyone listens, Conn logs the streak at debug level only: the
+// listener is to say it, in its own terms (the server names the queue).
+func (c *Conn) NotifyRefused(fn func(*RefusedError)) (stop func()) {
+	c.mu.Lock()
+	if c.listeners == nil {
+		c.listeners = make(map[int]func(*RefusedError))
+	}
+	id := c.nextID
+	c.nextID++
+	c.listeners[id] = fn
+	var now *RefusedError
+	if c.streak != nil {
+		r := *c.streak
+		now = &r
+	}
+	c.mu.Unlock()
+	if now != nil {
+		fn(now)
+	}
+	return func() {
+		c.mu.Lock()
+		delete(c.listeners, id)
+		c.mu.Unlock()
+	}
 }
 
 // Generation counts the connections made so far, the first being 1.
@@ -302,6 +364,7 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	<-c.done
+	c.endStreak(false)
 	c.mu.Lock()
 	cur := c.cur
 	c.cur = nil
@@ -434,7 +497,9 @@ func (c *Conn) reconnect(from int) *amqp.Connection {
 		c.next = (c.next + 1) % len(c.cfg.URLs)
 		conn, err := c.dial(c.ctx, u)
 		if err != nil {
-			c.noteRefusal(err)
+			if c.noteRefusal(err, u) {
+				continue // noted and logged at a bounded rate
+			}
 			c.log.Warn("acemq: reconnect failed", zap.String("url", Redact(u)),
 				zap.Int("attempt", attempt+1), zap.String("error", RedactError(err, u)))
 			continue
@@ -445,24 +510,101 @@ func (c *Conn) reconnect(from int) *amqp.Connection {
 		}
 		c.install(conn)
 		c.log.Info("acemq: reconnected", zap.String("url", Redact(u)), zap.Int("attempts", attempt+1))
+		c.endStreak(true)
 		return conn
 	}
 }
 
-// noteRefusal records a reconnect attempt the broker refused, for
-// ChannelUnlessRefused; any other failure (no answer, a node down) leaves
-// the last refusal as it was.
-func (c *Conn) noteRefusal(err error) {
-	var ae *amqp.Error
-	if !errors.As(err, &ae) || (ae.Code != codeNotAllowed && ae.Code != codeAccessRefused) {
+// noteRefusal records a reconnect attempt to u that the broker refused,
+// as Classify judges it, and reports whether it was a refusal for now
+// (then it is logged here, at a bounded rate, and its listeners told). A
+// refusal for good is kept for ChannelUnlessRefused; one for now clears
+// it (the broker no longer says the vhost is gone); any other failure (no
+// answer, a lost socket) leaves both as they were.
+func (c *Conn) noteRefusal(err error, u string) bool {
+	v := Classify(err)
+	switch v.Refusal {
+	case Permanent:
+		c.mu.Lock()
+		if c.refusal == nil {
+			close(c.refused)
+		}
+		c.refusal = v.Reply
+		c.mu.Unlock()
+		return false
+	case Transient:
+	default:
+		return false
+	}
+	now := time.Now()
+	c.mu.Lock()
+	if c.refusal != nil {
+		c.refusal, c.refused = nil, make(chan struct{})
+	}
+	first := c.streak == nil
+	if first {
+		c.streak = &RefusedError{Since: now}
+	}
+	c.streak.Cause, c.streak.Reply, c.streak.Err = v.Cause, v.Reply, redactErr(err, u)
+	c.streak.Tries++
+	r := *c.streak
+	logIt := first || now.Sub(c.loggedAt) >= refusalLogEvery
+	if logIt {
+		c.loggedAt = now
+	}
+	fns := c.listenersLocked()
+	c.mu.Unlock()
+	if logIt {
+		fields := []zap.Field{zap.String("url", Redact(u)), zap.String("cause", r.Cause),
+			zap.String("reason", RedactText(r.Reason(), u)), zap.Int("tries", r.Tries), zap.Stringer("refused_for", now.Sub(r.Since).Round(time.Millisecond))}
+		msg := "acemq: the broker refuses the connection for now; dialling again with backoff"
+		if !first {
+			msg = "acemq: the broker still refuses the connection; dialling again with backoff"
+		}
+		if len(fns) > 0 {
+			c.log.Debug(msg, fields...)
+		} else {
+			c.log.Warn(msg, fields...)
+		}
+	}
+	for _, fn := range fns {
+		fn(&r)
+	}
+	return true
+}
+
+// endStreak ends a streak of refusals for now, if one is under way: a
+// reconnect succeeded (connected) or Close came first. Listeners are told
+// with nil.
+func (c *Conn) endStreak(connected bool) {
+	c.mu.Lock()
+	r := c.streak
+	c.streak, c.loggedAt = nil, time.Time{}
+	fns := c.listenersLocked()
+	c.mu.Unlock()
+	if r == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.refusal == nil {
-		close(c.refused)
+	if connected {
+		fields := []zap.Field{zap.String("cause", r.Cause), zap.Int("tries", r.Tries),
+			zap.Stringer("refused_for", time.Since(r.Since).Round(time.Millisecond))}
+		if len(fns) > 0 {
+			c.log.Debug("acemq: the broker accepts the connection again", fields...)
+		} else {
+			c.log.Info("acemq: the broker accepts the connection again", fields...)
+		}
 	}
-	c.refusal = ae
+	for _, fn := range fns {
+		fn(nil)
+	}
+}
+
+func (c *Conn) listenersLocked() []func(*RefusedError) {
+	fns := make([]func(*RefusedError), 0, len(c.listeners))
+	for _, fn := range c.listeners {
+		fns = append(fns, fn)
+	}
+	return fns
 }
 
 // dial makes one connection attempt to u.

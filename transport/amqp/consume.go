@@ -52,6 +52,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		queue:    queue,
 		tag:      tag,
 		prefetch: prefetch,
+		timedOut: opts.OnConsumerTimeout,
 		out:      make(chan transport.Delivery, prefetch),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -92,6 +93,7 @@ type subscription struct {
 	queue    string
 	tag      string
 	prefetch int
+	timedOut func(time.Duration) // ConsumeOptions.OnConsumerTimeout; nil for none
 	out      chan transport.Delivery
 
 	stop     chan struct{}   // closed by halt: stop forwarding now
@@ -281,7 +283,9 @@ func (s *subscription) asked() bool {
 
 // ended says why c's deliveries closed, unasked, and logs a lost channel
 // with the broker's code and text: a basic.cancel leaves the channel open;
-// anything else closed it.
+// anything else closed it. A channel the broker closed for its
+// consumer_timeout is reported to OnConsumerTimeout, with the timeout the
+// broker stated, before the subscription consumes again.
 func (s *subscription) ended(c *consumeCh) ending {
 	var reason *amqp.Error
 	select {
@@ -336,6 +340,9 @@ func (s *subscription) ended(c *consumeCh) ending {
 		}
 	}
 	s.log.Warn("acemq: consumer channel lost; resubscribing, its unsettled deliveries are stale", fields...)
+	if s.timedOut != nil && errors.Is(end.err, transport.ErrConsumerTimeout) {
+		s.timedOut(statedTimeout(reason.Reason)) // before resubscribing: nothing of the old channel comes back first
+	}
 	return end
 }
 

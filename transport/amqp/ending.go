@@ -3,7 +3,10 @@ package rabbitmq
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -30,6 +33,29 @@ var unreadableReason = amqp.ErrSyntax.Error()
 // acknowledgement on channel 2 timed out. Timeout value used: 1800000 ms.
 // ...".
 const consumerTimeoutText = "delivery acknowledgement on channel"
+
+// timeoutUsedText precedes, in that reason, the timeout the broker used,
+// in milliseconds.
+const timeoutUsedText = "Timeout value used: "
+
+// statedTimeout is the timeout a consumer-timeout reason says the broker
+// used ("Timeout value used: 1800000 ms"), or 0 when the reason does not
+// say or says something unreadable.
+func statedTimeout(reason string) time.Duration {
+	_, rest, ok := strings.Cut(reason, timeoutUsedText)
+	if !ok {
+		return 0
+	}
+	digits, _, ok := strings.Cut(rest, " ms")
+	if !ok {
+		return 0
+	}
+	ms, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || ms <= 0 || ms > int64(math.MaxInt64/time.Millisecond) {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
 
 // ending is what a subscription makes of the end of its channel's
 // deliveries: err is why, in the broker's words (nil when unknown or

@@ -206,6 +206,7 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 		tag = "amq.ctag-memory-" + strconv.FormatUint(b.tags, 10)
 	}
 	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, ch: make(chan transport.Delivery, prefetch)}
+	s.reportTimeoutsTo(opts.OnConsumerTimeout)
 	c.subs = append(c.subs, s)
 	q.consumers = append(q.consumers, s)
 	b.dispatch(q)

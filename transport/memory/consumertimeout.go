@@ -14,7 +14,10 @@ import (
 // The subscription then consumes again at once, at the back of the
 // queue's consumers, as the amqp transport's subscription does after the
 // broker's 406: Deliveries stays open and Err stays nil; the delivery
-// comes back, redelivered, to whoever's turn it is.
+// comes back, redelivered, to whoever's turn it is. A subscription with
+// ConsumeOptions.OnConsumerTimeout is told d first, as RabbitMQ's reason
+// states its timeout, after its channel closed and before anything it held
+// is given back.
 //
 // RabbitMQ 3.10.8 (consumer_timeout in rabbitmq.conf, 30 minutes by
 // default) checks on its channel tick, once a minute by default
@@ -31,10 +34,15 @@ type consumerTimeout time.Duration
 // consumerTimer is a subscription's watch over its oldest unacknowledged
 // delivery. Guarded by the broker's lock.
 type consumerTimer struct {
-	since map[*message]time.Time // when each delivery it may still hold was made
-	timer *timer                 // due when the oldest one times out; nil when it holds none
-	gen   uint64                 // tells a stopped timer's late call from the armed one's
+	since  map[*message]time.Time // when each delivery it may still hold was made
+	timer  *timer                 // due when the oldest one times out; nil when it holds none
+	gen    uint64                 // tells a stopped timer's late call from the armed one's
+	report func(time.Duration)    // ConsumeOptions.OnConsumerTimeout; nil for none
 }
+
+// reportTimeoutsTo makes s tell f of every consumer timeout that closes
+// its channel (ConsumeOptions.OnConsumerTimeout).
+func (s *subscription) reportTimeoutsTo(f func(time.Duration)) { s.timeout.report = f }
 
 // deliverTo hands m to s and, under a consumer timeout, starts timing it.
 func (b *Broker) deliverTo(s *subscription, m *message) {
@@ -85,31 +93,44 @@ func (b *Broker) stopConsumerTimer(s *subscription) {
 
 // consumerTimerDue checks s's oldest unacknowledged delivery: past the
 // timeout it closes s's channel, else the timer waits for that delivery's
-// own deadline.
+// own deadline. The report to the subscription's user is made without the
+// broker's lock (it is the user's code), between the close and the
+// consume again: nothing of the closed channel is delivered before it.
 func (b *Broker) consumerTimerDue(s *subscription, gen uint64) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	t := &s.timeout
 	if t.gen != gen || b.closed || s.closed {
+		b.mu.Unlock()
 		return
 	}
 	t.timer = nil
 	oldest := s.oldestUnacked()
 	if oldest == nil {
+		b.mu.Unlock()
 		return
 	}
 	at := t.since[oldest].Add(time.Duration(b.ackBy))
 	if b.clock.Now().Before(at) {
 		b.armConsumerTimer(s, at)
+		b.mu.Unlock()
 		return
 	}
-	b.timeOut(s)
+	held := b.timeOut(s)
+	report := t.report
+	b.mu.Unlock()
+	if report != nil {
+		report(time.Duration(b.ackBy))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.consumeAgain(s, held)
 }
 
 // timeOut closes s's channel as RabbitMQ does past consumer_timeout (406
-// PRECONDITION_FAILED, "delivery acknowledgement on channel N timed out")
-// and consumes again on a new one, unless s was cancelled.
-func (b *Broker) timeOut(s *subscription) {
+// PRECONDITION_FAILED, "delivery acknowledgement on channel N timed out"):
+// its buffered deliveries are dropped, and what it held is taken from it,
+// stale, for consumeAgain to give back; s leaves the queue's consumers.
+func (b *Broker) timeOut(s *subscription) []*message {
 	clear(s.timeout.since)
 	for len(s.ch) > 0 { // buffered deliveries of the closed channel: stale
 		select {
@@ -117,10 +138,17 @@ func (b *Broker) timeOut(s *subscription) {
 		default:
 		}
 	}
-	held := s.held.takeAll()
-	if !s.canceled {
-		s.q.removeConsumer(s)
-		s.q.consumers = append(s.q.consumers, s) // a new consumer joins at the back
+	s.q.removeConsumer(s)
+	return s.held.takeAll()
+}
+
+// consumeAgain gives back what s's closed channel held and consumes again
+// on a new one, at the back of the queue's consumers, unless s was
+// cancelled or closed meanwhile.
+func (b *Broker) consumeAgain(s *subscription, held []*message) {
+	if !s.canceled && !s.closed && !b.closed {
+		s.q.removeConsumer(s) // never twice
+		s.q.consumers = append(s.q.consumers, s)
 	}
 	b.giveBack(held)
 }
