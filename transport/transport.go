@@ -88,6 +88,15 @@ type ConsumeOptions struct {
 	// to it. It runs on the transport's goroutine: it must return promptly
 	// and not call the transport.
 	OnConsumerTimeout func(timeout time.Duration)
+	// OnRefused, when set, is told each time the broker refuses for now to
+	// (re)connect the subscription's connection (a connection limit
+	// reached, a vhost down, a node not accepting connections), with an
+	// error that wraps ErrRefused and is a *RefusedError; and with nil
+	// once the subscription is connected again. Such a refusal never ends
+	// the subscription: the transport dials again with backoff, Deliveries
+	// stays open and Err nil. It runs on the transport's goroutine: it
+	// must return promptly and not call the transport.
+	OnRefused func(err error)
 }
 
 // Properties are a message's AMQP basic properties.
@@ -258,6 +267,12 @@ var (
 	// ErrConsumerTimeout: the broker closed a consumer's channel because a
 	// delivery stayed unacknowledged past its consumer_timeout.
 	ErrConsumerTimeout = errors.New("acemq: a delivery outlived the broker's consumer timeout")
+	// ErrRefused: the broker refused a connection for now (a connection
+	// limit reached, a vhost down, a node booting or in maintenance); it
+	// will take it later, and the transport dials again with backoff. A
+	// refusal for good (the vhost deleted, access refused) is ErrNotFound
+	// or ErrAccessRefused instead. See RefusedError.
+	ErrRefused = errors.New("acemq: the broker refuses the connection for now")
 )
 
 // LimitError says which AMQP limit a publish would have broken, so that a
@@ -279,3 +294,30 @@ func (e *LimitError) Error() string {
 
 // Is makes a LimitError match ErrTooLarge.
 func (e *LimitError) Is(target error) bool { return target == ErrTooLarge }
+
+// RefusedError is a refusal for now (it matches ErrRefused with
+// errors.Is): why, in a closed set of words a metric can carry, and in
+// the broker's own.
+type RefusedError struct {
+	// Cause names the refusal: "connection_limit" (the vhost's
+	// max-connections), "user_connection_limit", "node_connection_limit",
+	// "vhost_down" (the vhost not running on the node), or
+	// "node_not_accepting" (no listener: the node is booting, stopped or in
+	// maintenance).
+	Cause string
+	// Reason is the broker's words: "NOT_ALLOWED - access to vhost 'v'
+	// refused for user 'u': connection limit (200) is reached (530)".
+	Reason string
+	// Tries counts the attempts refused in a row so far; Since is the
+	// first of them.
+	Tries int
+	Since time.Time
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("acemq: the broker refuses the connection for now (%s, %d attempt(s) since %s): %s",
+		e.Cause, e.Tries, e.Since.UTC().Format(time.RFC3339), e.Reason)
+}
+
+// Is makes a RefusedError match ErrRefused.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }

@@ -28,11 +28,22 @@ var consumerSeq atomic.Uint64
 // again cannot help: the broker cancelled the consumer (the queue was
 // deleted: transport.ErrCancelled), consuming again found the queue gone
 // (transport.ErrNotFound) or was refused (transport.ErrAccessRefused), or
-// the broker refused to reconnect (530: the vhost deleted or closed to the
-// user). After a consumer_timeout, a connection closed by an operator or a
-// node going down, or a delivery amqp091-go cannot read, it consumes
-// again; every such loss is logged at warn with the broker's code and
-// text.
+// the broker refused to reconnect for good (530 "vhost ... not found":
+// the vhost deleted; 530 "access to vhost ... refused for user ...", or
+// 403: access withdrawn). After a consumer_timeout, a connection closed
+// by an operator or a node going down, or a delivery amqp091-go cannot
+// read, it consumes again; every such loss is logged at warn with the
+// broker's code and text.
+//
+// A reconnect the broker refuses for now never ends it: 530 "connection
+// limit (N) is reached" (the vhost's or the user's max-connections, a
+// node's connection_max), 541 "vhost ... is down", a node that does not
+// accept connections (booting, in maintenance). The connection is dialled
+// again with backoff (the transport's WithBackoff), opts.OnRefused is told
+// of each refusal and of the reconnect that ends them, Deliveries stays
+// open and Err nil. A Consume whose own first dial is so refused fails
+// with a transport.RefusedError (transport.ErrRefused), for the caller to
+// try again.
 func (t *Transport) Consume(ctx context.Context, queue string, opts transport.ConsumeOptions) (transport.Subscription, error) {
 	if t.isClosed() {
 		return nil, transport.ErrClosed
@@ -64,16 +75,19 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		}
 		s.conn, s.own = conn, true
 	}
+	s.watchRefusals(opts.OnRefused)
 	s.ctx, s.cancelFn = context.WithCancel(context.Background())
 	c, err := s.open(ctx)
 	if err != nil {
 		s.cancelFn()
+		s.stopWatching()
 		s.closeConn()
 		return nil, fmt.Errorf("acemq: consume queue %q: %w", queue, classify(err))
 	}
 	s.ch, s.ledger = c.ch, c.ledger
 	if !t.track(s) {
 		s.cancelFn()
+		s.stopWatching()
 		closeChannel(c.ch)
 		s.closeConn()
 		return nil, transport.ErrClosed
@@ -108,6 +122,7 @@ type subscription struct {
 	ledger    *ackLedger    // ch's acks
 	cancelled bool          // Cancel or Close asked: nothing is an error
 	err       error         // why it ended unasked; see Err
+	unwatch   func()        // ends watchRefusals; nil when none
 }
 
 var _ transport.Subscription = (*subscription)(nil)
@@ -173,6 +188,7 @@ func (s *subscription) Close() error {
 	s.mu.Unlock()
 	s.halt()
 	<-s.done
+	s.stopWatching()
 	s.release(false)
 	s.t.untrack(s)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -16,7 +17,7 @@ import (
 // those of errors.go.
 const (
 	codeConnectionForced = 320 // an operator, a vhost deletion, a node shutting down
-	codeNotAllowed       = 530 // connection.open refused: the vhost is gone or closed to the user
+	codeNotAllowed       = 530 // connection.open refused: a connection limit, the vhost gone or closed to the user
 )
 
 // unreadableReason is what amqp091-go's reader says of a frame it refuses:
@@ -87,9 +88,14 @@ func decideCancel(queue string) ending {
 //
 //   - 404 NOT_FOUND (the queue is gone) and 403 ACCESS_REFUSED (read
 //     permission withdrawn) end it: ErrNotFound, ErrAccessRefused.
-//   - 530 NOT_ALLOWED on reconnecting (the vhost was deleted, or the user's
-//     access to it withdrawn) ends it: ErrNotFound when the broker says
-//     "not found", else ErrAccessRefused.
+//   - A refusal for now, as amqpconn.Classify reads the broker's words
+//     (530 "connection limit (N) is reached" for the vhost's or the user's
+//     max-connections, 541 "vhost ... is down", a node not listening),
+//     consumes again: ErrRefused, never final. amqpconn dials again with
+//     backoff and tells ConsumeOptions.OnRefused.
+//   - 530 NOT_ALLOWED on reconnecting for good (the vhost was deleted, or
+//     the user's access to it withdrawn) ends it: ErrNotFound when the
+//     broker says "not found", else ErrAccessRefused.
 //   - 406 with "delivery acknowledgement ... timed out" (consumer_timeout)
 //     consumes again: the broker requeued the delivery, marked
 //     redelivered, and the server above sees it come back.
@@ -106,12 +112,15 @@ func decideClose(queue string, err error) ending {
 		return ending{err: err}
 	}
 	words := fmt.Sprintf("%s (%d)", ae.Reason, ae.Code)
+	verdict := amqpconn.Classify(err)
 	switch {
+	case verdict.Refusal == amqpconn.Transient:
+		return ending{err: fmt.Errorf("%w: the broker refused to reconnect the consumer of queue %q for now (%s): %s", transport.ErrRefused, queue, verdict.Cause, words)}
 	case ae.Code == codeNotFound:
 		return ending{err: fmt.Errorf("%w: consuming queue %q: %s", transport.ErrNotFound, queue, words), final: true}
 	case ae.Code == codeAccessRefused:
 		return ending{err: fmt.Errorf("%w: consuming queue %q: %s", transport.ErrAccessRefused, queue, words), final: true}
-	case ae.Code == codeNotAllowed && strings.Contains(ae.Reason, "not found"):
+	case ae.Code == codeNotAllowed && verdict.Cause == amqpconn.CauseVhostNotFound:
 		return ending{err: fmt.Errorf("%w: the broker refused to reconnect the consumer of queue %q: %s", transport.ErrNotFound, queue, words), final: true}
 	case ae.Code == codeNotAllowed:
 		return ending{err: fmt.Errorf("%w: the broker refused to reconnect the consumer of queue %q: %s", transport.ErrAccessRefused, queue, words), final: true}

@@ -27,6 +27,9 @@ func TestDecideClose(t *testing.T) {
 		{"read permission withdrawn", server(403, "ACCESS_REFUSED - access to queue 'orders' in vhost 'v' refused for user 'guest'"), transport.ErrAccessRefused, true, false},
 		{"vhost deleted, reconnect refused", errors.Join(errors.New("amqpconn: refused"), server(530, "NOT_ALLOWED - vhost v not found")), transport.ErrNotFound, true, false},
 		{"vhost access withdrawn, reconnect refused", server(530, "NOT_ALLOWED - access to vhost 'v' refused for user 'guest'"), transport.ErrAccessRefused, true, false},
+		{"vhost connection limit, reconnect refused for now", server(530, "NOT_ALLOWED - access to vhost 'v' refused for user 'guest': connection limit (200) is reached"), transport.ErrRefused, false, false},
+		{"user connection limit, reconnect refused for now", server(530, "NOT_ALLOWED - connection refused for user 'svc': user connection limit (10) is reached"), transport.ErrRefused, false, false},
+		{"vhost down, reconnect refused for now", server(541, "INTERNAL_ERROR - access to vhost 'v' refused for user 'guest': vhost 'v' is down"), transport.ErrRefused, false, false},
 		{"credentials refused", &amqp.Error{Code: 403, Reason: "username or password not allowed"}, transport.ErrAccessRefused, true, false},
 		{"consumer timeout", server(406, "PRECONDITION_FAILED - delivery acknowledgement on channel 2 timed out. Timeout value used: 1000 ms. This timeout value can be configured, see consumers doc guide to learn more"), transport.ErrConsumerTimeout, false, false},
 		{"another precondition", server(406, "PRECONDITION_FAILED - unknown delivery tag 7"), nil, false, false},
@@ -46,7 +49,7 @@ func TestDecideClose(t *testing.T) {
 			if tt.want != nil && !errors.Is(got.err, tt.want) {
 				t.Fatalf("err = %v, want %v", got.err, tt.want)
 			}
-			for _, s := range []error{transport.ErrNotFound, transport.ErrAccessRefused, transport.ErrConsumerTimeout, transport.ErrClosed, transport.ErrCancelled} {
+			for _, s := range []error{transport.ErrNotFound, transport.ErrAccessRefused, transport.ErrConsumerTimeout, transport.ErrClosed, transport.ErrCancelled, transport.ErrRefused} {
 				if s != tt.want && errors.Is(got.err, s) {
 					t.Errorf("err = %v also matches %v", got.err, s)
 				}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
@@ -28,6 +27,9 @@ func classify(err error) error {
 	if errors.Is(err, amqpconn.ErrClosed) {
 		return transport.ErrClosed
 	}
+	if v := amqpconn.Classify(err); v.Refusal == amqpconn.Transient {
+		return refused(v, err, nil)
+	}
 	var ae *amqp.Error
 	if !errors.As(err, &ae) {
 		return err
@@ -40,9 +42,9 @@ func classify(err error) error {
 		sentinel = transport.ErrPreconditionFailed
 	case codeAccessRefused:
 		sentinel = transport.ErrAccessRefused
-	case codeNotAllowed: // connection.open refused
+	case codeNotAllowed: // connection.open refused for good (Classify: not for now)
 		sentinel = transport.ErrAccessRefused
-		if strings.Contains(ae.Reason, "not found") {
+		if amqpconn.Classify(err).Cause == amqpconn.CauseVhostNotFound {
 			sentinel = transport.ErrNotFound // the vhost is gone
 		}
 	default:

@@ -24,6 +24,10 @@ func TestClassify(t *testing.T) {
 		{"403", &amqp.Error{Code: 403, Reason: "ACCESS_REFUSED"}, transport.ErrAccessRefused},
 		{"wrapped 404", fmt.Errorf("x: %w", &amqp.Error{Code: 404}), transport.ErrNotFound},
 		{"closed conn", amqpconn.ErrClosed, transport.ErrClosed},
+		{"vhost connection limit", &amqp.Error{Code: 530, Reason: "NOT_ALLOWED - access to vhost 'v' refused for user 'guest': connection limit (0) is reached"}, transport.ErrRefused},
+		{"user connection limit", &amqp.Error{Code: 530, Reason: "NOT_ALLOWED - connection refused for user 'u': user connection limit (1) is reached"}, transport.ErrRefused},
+		{"vhost gone", &amqp.Error{Code: 530, Reason: "NOT_ALLOWED - vhost v not found"}, transport.ErrNotFound},
+		{"vhost access withdrawn", &amqp.Error{Code: 530, Reason: "NOT_ALLOWED - access to vhost 'v' refused for user 'u'"}, transport.ErrAccessRefused},
 		{"other amqp", amqp.ErrClosed, amqp.ErrClosed},
 		{"plain", plain, plain},
 	}

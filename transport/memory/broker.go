@@ -25,6 +25,8 @@ type Broker struct {
 	conns     map[*Conn]struct{}
 	seq       uint64 // message order, broker-wide
 	tags      uint64 // generated consumer tags
+
+	limit connLimit // SetConnectionLimit (connlimit.go)
 }
 
 // Option configures a Broker.

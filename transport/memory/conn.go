@@ -195,6 +195,9 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 	if err != nil {
 		return nil, err
 	}
+	if err := b.refuseConsume(); err != nil { // connlimit.go
+		return nil, fmt.Errorf("memory: consume queue %q: %w", queue, err)
+	}
 	tag := opts.Tag
 	for _, s := range c.subs {
 		if tag != "" && s.tag == tag {
@@ -206,6 +209,7 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 		tag = "amq.ctag-memory-" + strconv.FormatUint(b.tags, 10)
 	}
 	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, ch: make(chan transport.Delivery, prefetch)}
+	b.watchRefusals(s, opts.OnRefused)
 	s.reportTimeoutsTo(opts.OnConsumerTimeout)
 	c.subs = append(c.subs, s)
 	q.consumers = append(q.consumers, s)
@@ -245,8 +249,10 @@ func (c *Conn) Get(ctx context.Context, queue string) (transport.Delivery, bool,
 // idempotent.
 func (c *Conn) Close() error {
 	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
 	c.b.closeConn(c)
+	calls := c.b.admitWaiting(false) // its connections made room
+	c.b.mu.Unlock()
+	calls.run()
 	return nil
 }
 

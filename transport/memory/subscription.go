@@ -50,8 +50,10 @@ func (s *subscription) Cancel(ctx context.Context) error {
 func (s *subscription) Close() error {
 	b := s.c.b
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	s.closeLocked()
+	calls := b.forgetConnection(s) // connlimit.go: its connection made room
+	b.mu.Unlock()
+	calls.run()
 	return nil
 }
 
