@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/escape"
 	"github.com/acemq/acemq/internal/triage"
 	"github.com/acemq/acemq/transport"
@@ -38,9 +38,34 @@ It is read-only unless started with --allow-actions: then each group has a
 replay button, and a discard button that moves the group into an archive
 queue with who (--operator, default $USER) and why (a field of the form,
 required), through the same code as acemq triage --replay and --discard
---to-queue: each copy confirmed before its original is acknowledged. Every
-action form carries a token made when the process starts, so that another
-site cannot post one; a read-only dashboard refuses any POST (403).
+--to-queue: each copy confirmed before its original is acknowledged.
+
+What it reads. Reading a queue without consuming it (each message taken,
+then given back) marks every message redelivered, and on a quorum queue
+with a delivery limit counts a delivery of each against the limit: a page
+loaded often enough would dead-letter (or drop) them with no consumer
+involved. So the dashboard reads only .dlq, .parked and archive queues
+(NAME.archive) unless another queue is named with --allow-read, and before
+each read it asks the management API what the read costs (the queue's
+x-delivery-limit argument, its policies, RabbitMQ 4's default of 20 for a
+quorum queue). A read that counts against a limit, a read of a queue named
+with --allow-read, and a read whose cost cannot be told (no management API)
+is shown first, with its cost, and made only once confirmed with a button.
+
+Other sites. A page on another site can make a browser request any URL;
+the dashboard answers none of them. A request whose Origin is not the
+dashboard's own, or whose Sec-Fetch-Site says another site (cross-site or
+same-site: another port of the same host is another site here), is refused
+(403) whatever it asks. A page that reads a queue is served only to a
+request that shows it comes from the dashboard: Sec-Fetch-Site same-origin
+(a link followed) or none (an address typed or bookmarked), or the key its
+own links carry (k=, made when the process starts; for browsers that send
+no Sec-Fetch-Site, as on plain http to an address other than localhost).
+Every form (a confirmed read, a replay, a discard) carries a second value
+made when the process starts, which another site cannot read: a POST
+without it is refused, and a read-only dashboard refuses a replay or a
+discard whatever it carries. No page another site can request has an
+effect; the status page reads counts only.
 
 It listens on 127.0.0.1 by default; it has no login of its own, so give
 --listen another address only behind something that has one.
@@ -48,6 +73,7 @@ It listens on 127.0.0.1 by default; it has no login of its own, so give
 Example:
   acemq web --queue orders
   acemq web --listen 127.0.0.1:8080 --allow-actions --operator alice
+  acemq web --allow-read orders.retry.5m
 `, true)
 	listen := fs.String("listen", "127.0.0.1:8080", "the address to serve on")
 	allow := fs.Bool("allow-actions", false, "show replay and discard buttons and accept them")
@@ -56,6 +82,8 @@ Example:
 	fs.Var(&queues, "queue", "a work queue to show when the management API is not reachable (repeatable)")
 	management := fs.String("management", "", "the management API, http://host:15672 (default: the broker's host, or $"+EnvManagement+")")
 	readN := fs.Int("read", 0, "triage reads at most this many messages (0: every one ready)")
+	var readable listFlag
+	fs.Var(&readable, "allow-read", "a queue other than a .dlq, .parked or archive queue that the dashboard may read, each read confirmed (repeatable)")
 	if code, done := a.parse(fs, args); done {
 		return code
 	}
@@ -80,21 +108,11 @@ Example:
 	if err != nil {
 		return a.usageError(fs, "the broker URL: %v", err)
 	}
-	tlsConfig, _ := a.tlsConfig(fs) // checked by connect
-	mgmtURL := *management
-	if mgmtURL == "" {
-		mgmtURL = a.getenv(EnvManagement)
-	}
-	extra := a.secrets
-	if mgmtURL != "" {
-		extra.args = append(slices.Clone(extra.args), mgmtURL)
-	}
-	a.secrets = extra.withHTTPURLs()
-	mc, err := newMgmtClient(mgmtURL, rawURL, tlsConfig)
+	mc, err := a.managementFor(fs, *management)
 	if err != nil {
 		return a.usageError(fs, "%v", err)
 	}
-	w, err := newWebUI(a, t, webConfig{vhost: uri.Vhost, mgmt: mc, queues: queues, allowActions: *allow, operator: *operator, read: *readN})
+	w, err := newWebUI(a, t, webConfig{vhost: uri.Vhost, mgmt: mc, queues: queues, readable: readable, allowActions: *allow, operator: *operator, read: *readN})
 	if err != nil {
 		return a.fail(fs, err)
 	}
@@ -106,6 +124,9 @@ Example:
 	mode := "read-only"
 	if *allow {
 		mode = "actions allowed, as " + escape.String(*operator)
+	}
+	for _, q := range readable {
+		fmt.Fprintf(a.stdout, "acemq web: %s may be read (--allow-read); each read is shown with its cost and made only once confirmed\n", escape.String(q))
 	}
 	fmt.Fprintf(a.stdout, "acemq web: serving http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
 	if f, ok := a.stdout.(interface{ Flush() error }); ok {
@@ -130,6 +151,7 @@ type webConfig struct {
 	vhost        string
 	mgmt         *mgmtClient
 	queues       []string // --queue, for status without the management API
+	readable     []string // --allow-read: queues other than the set-aside ones that may be read, confirmed
 	allowActions bool
 	operator     string
 	read         int // triage reads at most this many (0: all)
@@ -143,29 +165,33 @@ type webUI struct {
 	a     *app
 	t     transport.Transport
 	cfg   webConfig
-	token string // the per-process value every action form must carry
+	token string // the per-process value every form must carry; never in a URL
+	key   string // the per-process value the dashboard's own links carry (k=)
 	mux   *http.ServeMux
 	mu    sync.Mutex
 }
 
 func newWebUI(a *app, t transport.Transport, cfg webConfig) (*webUI, error) {
-	b := make([]byte, 32)
+	b := make([]byte, 48)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	w := &webUI{a: a, t: t, cfg: cfg, token: hex.EncodeToString(b), mux: http.NewServeMux()}
+	w := &webUI{a: a, t: t, cfg: cfg, token: hex.EncodeToString(b[:32]), key: hex.EncodeToString(b[32:]), mux: http.NewServeMux()}
 	w.mux.HandleFunc("GET /{$}", w.status)
 	w.mux.HandleFunc("GET /triage", w.triage)
+	w.mux.HandleFunc("POST /triage", w.triage) // a read confirmed
 	w.mux.HandleFunc("GET /message", w.message)
+	w.mux.HandleFunc("POST /message", w.message)
 	w.mux.HandleFunc("POST /replay", w.act)
 	w.mux.HandleFunc("POST /discard", w.act)
 	return w, nil
 }
 
 // ServeHTTP refuses a request whose Host is a name other than localhost
-// (a DNS rebinding page would read the token otherwise), sets headers that
+// (a DNS rebinding page would read the token otherwise) and one that a
+// browser says comes from another site (crossSite), sets headers that
 // keep the pages from being framed or running any script, and refuses
-// every POST when actions are not allowed.
+// a replay or a discard when actions are not allowed.
 func (w *webUI) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h := rw.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -181,7 +207,11 @@ func (w *webUI) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "acemq web: this dashboard answers only to an IP address or localhost", http.StatusMisdirectedRequest)
 		return
 	}
-	if r.Method == http.MethodPost && !w.cfg.allowActions {
+	if why := crossSite(r); why != "" {
+		http.Error(rw, "acemq web: refused a request from another site ("+why+"); open the dashboard at its own address", http.StatusForbidden)
+		return
+	}
+	if r.Method == http.MethodPost && !w.cfg.allowActions && (r.URL.Path == "/replay" || r.URL.Path == "/discard") {
 		http.Error(rw, "acemq web: read-only (start it with --allow-actions to act)", http.StatusForbidden)
 		return
 	}
@@ -201,13 +231,16 @@ type page struct {
 	Vhost        string
 	Error        string
 	AllowActions bool
-	Token        string
+	Token        string // for forms
+	Key          string // for links to pages that read a queue
 	Operator     string
+	Readable     []string // --allow-read
 	Data         any
 }
 
 func (w *webUI) render(rw http.ResponseWriter, code int, name, title string, data any, errText string) {
-	p := page{Title: title, Vhost: w.cfg.vhost, Error: errText, AllowActions: w.cfg.allowActions, Token: w.token, Operator: w.cfg.operator, Data: data}
+	p := page{Title: escape.String(title), Vhost: escape.String(w.cfg.vhost), Error: errText, AllowActions: w.cfg.allowActions, Token: w.token, Key: w.key,
+		Operator: escape.String(w.cfg.operator), Readable: w.cfg.readable, Data: data}
 	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 	rw.WriteHeader(code)
 	if err := webTemplates.ExecuteTemplate(rw, name, p); err != nil {
@@ -217,6 +250,46 @@ func (w *webUI) render(rw http.ResponseWriter, code int, name, title string, dat
 
 // errText is err for a page: redacted and escaped.
 func (w *webUI) errText(err error) string { return w.a.redact(escape.String(err.Error())) }
+
+// webStatus is the status page: acemq status's table, the delay levels
+// added up in one row as acemq status prints them (with the undeliverable
+// queue, and the levels that hold messages, missing or not sampled yet,
+// below), and which queues have a triage link.
+type webStatus struct {
+	statusOut
+	DelayTotal *webDelays
+	DelayRows  []queueStat
+	Triage     map[string]bool
+}
+
+type webDelays struct {
+	delayLevels
+	Name   string
+	Levels string // "28 levels", and how many are not sampled yet
+}
+
+func (w *webUI) statusPage(out statusOut) webStatus {
+	p := webStatus{statusOut: out, Triage: map[string]bool{}}
+	for _, s := range out.Services {
+		for _, q := range s.Queues {
+			p.Triage[q.Name] = !q.Missing && w.readable(q.Name)
+		}
+	}
+	if len(out.Delays) > 0 {
+		t := delayTotal(out.Delays)
+		levels := plural(t.levels, "level")
+		if t.unsampled > 0 {
+			levels += fmt.Sprintf(", %d %s", t.unsampled, notSampledYet)
+		}
+		p.DelayTotal = &webDelays{delayLevels: t, Name: delay.Prefix + ".*", Levels: levels}
+		for _, q := range out.Delays {
+			if q.Role == roleUndeliverable || q.Missing || q.NotSampledYet || waiting(q) {
+				p.DelayRows = append(p.DelayRows, q)
+			}
+		}
+	}
+	return p
+}
 
 // status is acemq status: the management API, else the queues named.
 func (w *webUI) status(rw http.ResponseWriter, r *http.Request) {
@@ -233,42 +306,56 @@ func (w *webUI) status(rw http.ResponseWriter, r *http.Request) {
 		}
 		out.Services, out.Delays, out.Other = group(stats, w.cfg.queues)
 		out.Services = withMissing(out.Services, w.cfg.queues)
-		w.render(rw, http.StatusOK, "status", "status", out, "")
+		w.render(rw, http.StatusOK, "status", "status", w.statusPage(out), "")
 		return
 	}
 	out.Source, out.ManagementError = "passive declares", w.errText(err)
+	out.Unseen = unseenByDeclare
 	var me *mgmtError
 	if errors.As(err, &me) && strings.HasPrefix(me.what, "the management plugin is not reachable") {
 		out.ManagementError += ": enable it with rabbitmq-plugins enable rabbitmq_management"
 	}
 	if len(w.cfg.queues) == 0 {
-		w.render(rw, http.StatusOK, "status", "status", out, "name the queues to show with --queue when acemq web starts (AMQP cannot list them)")
+		w.render(rw, http.StatusOK, "status", "status", w.statusPage(out), "name the queues to show with --queue when acemq web starts (AMQP cannot list them)")
 		return
 	}
 	stats, err := a.inspectNamed(w.t, w.cfg.queues)
 	if err != nil {
-		w.render(rw, http.StatusBadGateway, "status", "status", out, w.errText(err))
+		w.render(rw, http.StatusBadGateway, "status", "status", w.statusPage(out), w.errText(err))
 		return
 	}
 	out.Services, out.Delays, _ = group(stats, nil)
-	w.render(rw, http.StatusOK, "status", "status", out, "")
+	w.render(rw, http.StatusOK, "status", "status", w.statusPage(out), "")
 }
 
-// triage is acemq triage Q: every message read, grouped, all given back.
+// webTriage is the triage page: acemq triage's groups, and what the read
+// cost.
+type webTriage struct {
+	triageOut
+	Cost string
+}
+
+// triage is acemq triage Q: every message read, grouped, all given back;
+// a read mayRead allows.
 func (w *webUI) triage(rw http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query().Get("queue")
+	q := param(r, "queue")
 	if q == "" {
-		w.render(rw, http.StatusBadRequest, "triage", "triage", triageOut{Groups: []triageGroup{}}, "give the queue: /triage?queue=orders.dlq")
+		w.render(rw, http.StatusBadRequest, "triage", "triage", webTriage{triageOut: triageOut{Groups: []triageGroup{}}}, "give the queue: /triage?queue=orders.dlq")
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out, err := w.scan(w.appFor(r), q)
-	if err != nil {
-		w.render(rw, httpStatus(err), "triage", "triage "+q, triageOut{Queue: q, Groups: []triageGroup{}}, w.errText(err))
+	a := w.appFor(r)
+	cost, ok := w.mayRead(rw, r, a, "triage", q, "")
+	if !ok {
 		return
 	}
-	w.render(rw, http.StatusOK, "triage", "triage "+q, out, "")
+	out, err := w.scan(a, q)
+	if err != nil {
+		w.render(rw, httpStatus(err), "triage", "triage "+q, webTriage{triageOut: triageOut{Queue: q, Groups: []triageGroup{}}}, w.errText(err))
+		return
+	}
+	w.render(rw, http.StatusOK, "triage", "triage "+q, webTriage{triageOut: out, Cost: cost.String()}, "")
 }
 
 func (w *webUI) scan(a *app, q string) (triageOut, error) {
@@ -291,6 +378,7 @@ func httpStatus(err error) int {
 type webMessage struct {
 	Queue   string
 	ID      string
+	Cost    string // what the read cost
 	Found   bool
 	Read    int
 	Fields  [][2]string // the envelope, in order
@@ -305,7 +393,7 @@ const maxBodyWeb = 64 << 10
 
 // message is one message of a queue, found by id with peek's filter.
 func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
-	q, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
+	q, id := param(r, "queue"), param(r, "id")
 	m := webMessage{Queue: q, ID: escape.String(id)}
 	if q == "" || id == "" {
 		w.render(rw, http.StatusBadRequest, "message", "message", m, "give the queue and the id: /message?queue=orders.dlq&id=ID")
@@ -315,6 +403,11 @@ func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a := w.appFor(r)
+	cost, ok := w.mayRead(rw, r, a, "message", q, id)
+	if !ok {
+		return
+	}
+	m.Cost = cost.String()
 	out, err := a.lookFor(w.t, q, 10000, 1, true, filter) // as peek --id reads, up to its --scan
 	if err != nil {
 		w.render(rw, httpStatus(err), "message", "message", m, w.errText(err))
@@ -369,7 +462,7 @@ func (w *webUI) act(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "acemq web: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(w.token)) != 1 {
+	if !w.tokenOK(r) {
 		http.Error(rw, "acemq web: the form's token is missing or is not this dashboard's (reload the page)", http.StatusForbidden)
 		return
 	}
@@ -382,6 +475,10 @@ func (w *webUI) act(rw http.ResponseWriter, r *http.Request) {
 	switch {
 	case q == "" || sel == "":
 		fail(http.StatusBadRequest, "the form has no queue or no group")
+		return
+	case !w.readable(q):
+		fail(http.StatusForbidden, fmt.Sprintf("acemq web reads only .dlq, .parked and archive queues, and those named with --allow-read; %s is %s %s",
+			escape.String(q), article(readKind(q)), readKind(q)))
 		return
 	case discard && strings.TrimSpace(why) == "":
 		fail(http.StatusBadRequest, "a discard needs a why: it is written on every message archived")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"html/template"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -12,11 +11,14 @@ import (
 // webTemplates are the dashboard's pages. html/template escapes what they
 // print for HTML; what comes from a message has been through
 // escape.String before, so that control characters and bidi overrides
-// show as escapes rather than act.
+// show as escapes rather than act. A link's query is written with the raw
+// value ({{.SampleID}} in href="/message?...&id=...") and html/template
+// percent-encodes it, once: the page it leads to receives the bytes the
+// message holds. Links to a page that reads a queue carry the key (k=);
+// forms carry the token.
 var webTemplates = template.Must(template.New("web").Funcs(template.FuncMap{
 	"count": count,
 	"rate":  rate,
-	"q":     url.QueryEscape,
 	"esc":   escape.String,
 	"when": func(t *time.Time) string {
 		if t == nil {
@@ -30,7 +32,6 @@ var webTemplates = template.Must(template.New("web").Funcs(template.FuncMap{
 		}
 		return strconv.Itoa(g.MinAttempt) + "-" + strconv.Itoa(g.MaxAttempt)
 	},
-	"dlqLike": func(name string) bool { _, ok := queueOf(name); return ok },
 }).Parse(webHTML))
 
 const webHTML = `
@@ -48,6 +49,7 @@ tr.svc td{border-top:2px solid #999;font-weight:600}
 form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer}
 .group{border:1px solid #ccc;border-radius:4px;padding:.6em 1em;margin:.8em 0}
 .ok{background:#efe;border:1px solid #6a6;padding:.5em}
+.warn{background:#ffd;border:1px solid #cc6;padding:.3em .8em;margin:.5em 0}
 </style></head><body>
 <h1><a href="/">acemq</a> · vhost <code>{{.Vhost}}</code> · {{.Title}}</h1>
 {{if .AllowActions}}<p>Actions allowed, as <b>{{.Operator}}</b>.</p>{{else}}<p class="ro">Read-only: started without --allow-actions.</p>{{end}}
@@ -56,28 +58,33 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 
 {{define "foot"}}</body></html>{{end}}
 
-{{define "status"}}{{template "head" .}}{{with .Data}}
+{{define "status"}}{{template "head" .}}{{$p := .}}{{with .Data}}
 <p id="source">From the {{.Source}}{{if not .ManagementError}} at {{.Management}}{{end}}: <span id="services">{{len .Services}}</span> {{if eq (len .Services) 1}}service{{else}}services{{end}}{{if .Other}}, {{len .Other}} other queues not acemq's{{end}}.</p>
 {{if .ManagementError}}<p class="err">{{.ManagementError}}</p>{{end}}
 {{if or .Services .Delays}}
-<table id="status"><tr><th>queue</th><th>role</th><th>messages</th><th>ready</th><th>unacked</th><th>consumers</th><th>in/s</th><th>out/s</th><th>state</th><th></th></tr>
+<table id="status"><tr><th>queue</th><th>role</th><th>messages</th><th>ready</th><th>unacked</th><th>dead-lettering</th><th>consumers</th><th>in/s</th><th>out/s</th><th>state</th><th></th></tr>
 {{range .Services}}{{range $i, $q := .Queues}}
-<tr{{if eq $i 0}} class="svc"{{end}} data-queue="{{esc $q.Name}}">
-<td>{{esc $q.Name}}</td><td>{{$q.Role}}</td>
-{{if $q.Missing}}<td colspan="7" class="missing">missing</td><td></td>{{else}}
-<td class="n messages">{{count $q.Messages}}</td><td class="n ready">{{count $q.Ready}}</td><td class="n">{{count $q.Unacked}}</td><td class="n">{{count $q.Consumers}}</td>
-<td class="n">{{rate $q.PublishRate}}</td><td class="n">{{rate $q.DeliverRate}}</td><td>{{$q.State}}</td>
-<td>{{if dlqLike $q.Name}}<a href="/triage?queue={{q $q.Name}}">triage</a>{{end}}</td>{{end}}
+<tr{{if eq $i 0}} class="svc"{{end}} data-queue="{{esc $q.Name}}">{{template "row" $q}}
+<td>{{if index $.Data.Triage $q.Name}}<a href="/triage?queue={{$q.Name}}&amp;k={{$p.Key}}">triage</a>{{end}}</td>
 </tr>{{end}}{{end}}
-{{range .Delays}}<tr data-queue="{{esc .Name}}"><td>{{esc .Name}}</td><td>{{.Role}}</td>{{if .Missing}}<td colspan="7" class="missing">missing</td><td></td>{{else}}
-<td class="n messages">{{count .Messages}}</td><td class="n ready">{{count .Ready}}</td><td class="n">{{count .Unacked}}</td><td class="n">{{count .Consumers}}</td>
-<td class="n">{{rate .PublishRate}}</td><td class="n">{{rate .DeliverRate}}</td><td>{{.State}}</td><td></td>{{end}}</tr>{{end}}
+{{if .Delays}}{{with .DelayTotal}}<tr class="svc" id="delays" data-queue="{{.Name}}"><td>{{.Name}}</td><td>delay levels</td>
+<td class="n messages">{{count .Messages}}</td><td class="n ready">{{count .Ready}}</td><td class="n">{{count .Unacked}}</td><td class="n">{{count .DeadLettering}}</td><td class="n">-</td><td class="n">-</td><td class="n">-</td>
+<td id="levels">{{.Levels}}</td><td></td></tr>{{end}}
+{{range .DelayRows}}<tr data-queue="{{esc .Name}}">{{template "row" .}}<td></td></tr>{{end}}{{end}}
 </table>{{end}}
 {{if .Other}}<p>Not acemq's: {{range $i, $n := .Other}}{{if $i}}, {{end}}<code>{{esc $n}}</code>{{end}}</p>{{end}}
+{{if .Unseen}}<p class="ro">{{.Unseen}}.</p>{{end}}
 {{end}}{{template "foot" .}}{{end}}
+
+{{define "row"}}<td>{{esc .Name}}</td><td>{{.Role}}</td>
+{{if .Missing}}<td colspan="8" class="missing">missing</td>{{else if .NotSampledYet}}<td colspan="4" class="ro unsampled">not sampled yet</td><td class="n">{{count .Consumers}}</td>
+<td class="n">{{rate .PublishRate}}</td><td class="n">{{rate .DeliverRate}}</td><td>{{.State}}</td>{{else}}
+<td class="n messages">{{count .Messages}}</td><td class="n ready">{{count .Ready}}</td><td class="n">{{count .Unacked}}</td><td class="n">{{count .DeadLettering}}</td><td class="n">{{count .Consumers}}</td>
+<td class="n">{{rate .PublishRate}}</td><td class="n">{{rate .DeliverRate}}</td><td>{{.State}}</td>{{end}}{{end}}
 
 {{define "triage"}}{{template "head" .}}{{$p := .}}{{with .Data}}
 <p id="summary"><b>{{esc .Queue}}</b>: <span id="depth">{{.Depth}}</span> ready, read <span id="read">{{.Read}}</span> in <span id="groups">{{len .Groups}}</span> groups (none consumed).</p>
+{{if .Cost}}<p class="ro" id="cost">{{.Cost}}.</p>{{end}}
 {{$queue := .Queue}}
 {{range .Groups}}
 <div class="group" id="{{.ID}}" data-count="{{.Count}}">
@@ -86,7 +93,7 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 <tr><th>reason</th><td><code>{{esc .Key}}</code></td></tr>
 {{if .FirstCreated}}<tr><th>created</th><td>{{when .FirstCreated}} .. {{when .LastCreated}}</td></tr>{{end}}
 {{if .FirstDeadLettered}}<tr><th>dead-lettered by the broker</th><td>{{when .FirstDeadLettered}} .. {{when .LastDeadLettered}}</td></tr>{{end}}
-<tr><th>sample</th><td>{{if .SampleID}}<a class="sample" href="/message?queue={{q $queue}}&amp;id={{q .SampleID}}">{{esc .SampleID}}</a>{{else}}-{{end}} <code>{{.SampleBody}}</code></td></tr>
+<tr><th>sample</th><td>{{if .SampleID}}<a class="sample" href="/message?queue={{$queue}}&amp;id={{.SampleID}}&amp;k={{$p.Key}}">{{esc .SampleID}}</a>{{else}}-{{end}} <code>{{.SampleBody}}</code></td></tr>
 </table>
 {{if $p.AllowActions}}
 <form method="post" action="/replay"><input type="hidden" name="token" value="{{$p.Token}}"><input type="hidden" name="queue" value="{{$queue}}"><input type="hidden" name="group" value="{{.ID}}">
@@ -99,8 +106,9 @@ archive queue <input type="text" name="to_queue" value="{{$queue}}.archive" requ
 </div>{{end}}
 {{end}}{{template "foot" .}}{{end}}
 
-{{define "message"}}{{template "head" .}}{{with .Data}}
-<p><a href="/triage?queue={{q .Queue}}">back to the triage of {{esc .Queue}}</a></p>
+{{define "message"}}{{template "head" .}}{{$p := .}}{{with .Data}}
+<p><a href="/triage?queue={{.Queue}}&amp;k={{$p.Key}}">back to the triage of {{esc .Queue}}</a></p>
+{{if .Cost}}<p class="ro" id="cost">{{.Cost}}.</p>{{end}}
 {{if .Found}}
 <h2>envelope</h2>
 <table id="envelope">{{range .Fields}}<tr><th>{{index . 0}}</th><td><code>{{index . 1}}</code></td></tr>{{end}}</table>
@@ -111,9 +119,16 @@ archive queue <input type="text" name="to_queue" value="{{$queue}}.archive" requ
 {{end}}
 {{end}}{{template "foot" .}}{{end}}
 
-{{define "action"}}{{template "head" .}}{{with .Data}}
+{{define "action"}}{{template "head" .}}{{$p := .}}{{with .Data}}
 {{if .Action}}<p class="ok" id="result">{{esc .Queue}}: group <code>{{.Group}}</code>, {{.Matched}} messages: <span id="moved">{{.Moved}}</span> {{if eq .Action "discard"}}archived in{{else}}replayed to{{end}} <code>{{.To}}</code>, <span id="left">{{.Left}}</span> left.
 {{esc .Queue}}: <span id="before">{{.Before}}</span> before, <span id="after">{{.After}}</span> after.</p>{{end}}
-<p><a href="/triage?queue={{q .Queue}}">back to the triage of {{esc .Queue}}</a> · <a href="/">status</a></p>
+<p><a href="/triage?queue={{.Queue}}&amp;k={{$p.Key}}">back to the triage of {{esc .Queue}}</a> · <a href="/">status</a></p>
+{{end}}{{template "foot" .}}{{end}}
+
+{{define "confirm"}}{{template "head" .}}{{$p := .}}{{with .Data}}
+<div class="warn" id="cost"><p><b>{{.Reason}}.</b></p><p>{{.Cost}}.</p></div>
+<form method="post" id="confirm" action="{{.Path}}?queue={{.Queue}}{{if .ID}}&amp;id={{.ID}}{{end}}"><input type="hidden" name="token" value="{{$p.Token}}"><input type="hidden" name="confirm" value="yes">
+<button type="submit" class="confirm">read {{esc .Queue}} anyway</button></form>
+<p><a href="/">back to the status</a></p>
 {{end}}{{template "foot" .}}{{end}}
 `

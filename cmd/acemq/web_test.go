@@ -21,8 +21,17 @@ import (
 
 // webSetup serves the dashboard on a memory broker holding queue's family
 // and dead letters with reasons, as acemq web --queue queue would, with a
-// management API that is not there.
+// management API that answers for each queue (its declaration: classic,
+// no limit) but does not list them, so that status uses passive declares.
 func webSetup(t *testing.T, allow bool, queue string, reasons ...string) (*httptest.Server, *webUI, transport.Transport) {
+	t.Helper()
+	return webSetupWith(t, webConfig{allowActions: allow}, queue, nil, reasons...)
+}
+
+// webSetupWith is webSetup with cfg (its vhost, management API, queues
+// and operator filled in) and the management API's detail of the queues
+// in details, over the classic ones of queue's family.
+func webSetupWith(t *testing.T, cfg webConfig, queue string, details map[string]map[string]any, reasons ...string) (*httptest.Server, *webUI, transport.Transport) {
 	t.Helper()
 	_, dial := memoryBroker(t, queue, reasons...)
 	tr, err := dial(context.Background(), "")
@@ -30,12 +39,22 @@ func webSetup(t *testing.T, allow bool, queue string, reasons ...string) (*httpt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	mc, err := newMgmtClient("http://127.0.0.1:1", "amqp://guest:guest@localhost/", nil)
+	classic := map[string]any{"type": "classic", "arguments": map[string]any{}, "effective_policy_definition": map[string]any{}}
+	queues := map[string]map[string]any{queue: classic, queue + ".dlq": classic, queue + ".parked": classic, queue + ".dlq.archive": classic}
+	for k, v := range details {
+		queues[k] = v
+		if v == nil {
+			delete(queues, k) // the management API knows nothing of it
+		}
+	}
+	fake := fakeManagement(t, "3.10.8", false, queues)
+	mc, err := newMgmtClient(fake.URL, "amqp://guest:guest@localhost/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &app{ctx: context.Background(), dial: dial, getenv: func(string) string { return "" }, now: time.Now, stdout: io.Discard, stderr: io.Discard}
-	w, err := newWebUI(a, tr, webConfig{vhost: "/", mgmt: mc, queues: []string{queue}, allowActions: allow, operator: "alice"})
+	a := &app{ctx: context.Background(), dial: dial, getenv: func(string) string { return "" }, now: time.Now, stdout: io.Discard, stderr: io.Discard, url: "amqp://guest:guest@localhost/"}
+	cfg.vhost, cfg.mgmt, cfg.queues, cfg.operator = "/", mc, []string{queue}, "alice"
+	w, err := newWebUI(a, tr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +63,28 @@ func webSetup(t *testing.T, allow bool, queue string, reasons ...string) (*httpt
 	return srv, w, tr
 }
 
-func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+// sameOrigin is what Chromium sends with a link followed from one of the
+// dashboard's pages.
+var sameOrigin = http.Header{"Sec-Fetch-Site": {"same-origin"}}
+
+// send makes a request with the headers given, a form for a POST.
+func send(t *testing.T, srv *httptest.Server, method, path string, h http.Header, form url.Values) (int, string) {
 	t.Helper()
-	resp, err := srv.Client().Get(srv.URL + path)
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, srv.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,15 +93,16 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// get is a link followed in the browser.
+func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	return send(t, srv, http.MethodGet, path, sameOrigin, nil)
+}
+
+// post is a form of the dashboard's posted in the browser.
 func post(t *testing.T, srv *httptest.Server, path string, form url.Values) (int, string) {
 	t.Helper()
-	resp, err := srv.Client().PostForm(srv.URL+path, form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return send(t, srv, http.MethodPost, path, http.Header{"Sec-Fetch-Site": {"same-origin"}, "Origin": {srv.URL}}, form)
 }
 
 // row is the table row of queue on the status page.
@@ -102,7 +141,7 @@ func TestWebPages(t *testing.T) {
 
 	code, page := get(t, srv, "/")
 	if code != 200 || readyIn(page, "orders.dlq") != fmt.Sprint(len(reasons)) || readyIn(page, "orders") != "0" ||
-		!strings.Contains(page, "passive declares") || !strings.Contains(page, `href="/triage?queue=orders.dlq"`) {
+		!strings.Contains(page, "passive declares") || !strings.Contains(page, `href="/triage?queue=orders.dlq&amp;k=`) {
 		t.Errorf("status: %d\n%s", code, page)
 	}
 
