@@ -104,14 +104,21 @@ func RandomName(prefix string) string {
 
 // FreshVhost creates a vhost on the node behind baseURL (node "" is the
 // shared one), grants baseURL's user everything on it, deletes it when the
-// test ends, and returns baseURL pointed at it, and its name.
+// test ends, and returns baseURL pointed at it, and its name. Under
+// scripts/test the name starts with the run's ACEMQ_TEST_RUN, so that the
+// script removes it even when the test binary was killed before its
+// cleanup, and two runs on one broker never touch each other's.
 func FreshVhost(tb testing.TB, node, baseURL string) (string, string) {
 	tb.Helper()
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	vh := RandomName("acemqfault-")
+	prefix := "acemqfault-"
+	if run := os.Getenv("ACEMQ_TEST_RUN"); run != "" {
+		prefix = run + "-fault-"
+	}
+	vh := RandomName(prefix)
 	Ctl(tb, node, "add_vhost", vh)
 	tb.Cleanup(func() {
 		if _, err := ctl(node, 90*time.Second, "delete_vhost", vh); err != nil {
