@@ -31,6 +31,7 @@ type engine struct {
 	consumers []*consumer
 	failed    chan error // a consumer whose deliveries ended unasked
 	overdue   overdueSet // messages whose handler ran past the handler timeout
+	refused   refusals   // the broker's refusals of consumers' connections for now (refusals.go)
 	stop      *stop
 	running   sync.WaitGroup // every goroutine below
 
@@ -165,7 +166,7 @@ func (e *engine) declare(ctx context.Context, q *queueRun) error {
 // consume subscribes to q: at start-up, and again after the broker ended
 // its consumer.
 func (e *engine) consume(ctx context.Context, q *queueRun) (transport.Subscription, error) {
-	sub, err := e.t.Consume(ctx, q.name, e.consumeOptions(q)) // brokertimeout.go
+	sub, err := e.consumeRefusable(ctx, q, e.consumeOptions(q)) // brokertimeout.go, refusals.go
 	if err != nil {
 		return nil, fmt.Errorf("acemq: consume queue %s: %w", q.name, err)
 	}

@@ -43,9 +43,12 @@ func (s *Server) markReady() {
 // CheckReady says whether the server can take messages now, for a
 // readiness probe: Run has subscribed every queue, no stop has begun,
 // every queue's consumer is consuming (not declaring and consuming again
-// after the broker ended it), and the transport is connected and not
-// blocked by the broker. It returns nil when ready, else ErrNotReady
-// wrapped with what is not.
+// after the broker ended it, and not refused for now by the broker: a
+// connection limit reached, a vhost down), and the transport is connected
+// and not blocked by the broker. It returns nil when ready, else
+// ErrNotReady wrapped with what is not, in the broker's words. A refusal
+// for now makes the server not ready, never ends Run: it is ready again
+// once the broker takes the connection.
 func (s *Server) CheckReady() error {
 	s.mu.Lock()
 	e := s.run
@@ -53,12 +56,20 @@ func (s *Server) CheckReady() error {
 	select {
 	case <-s.readyCh():
 	default:
+		if e != nil {
+			if err := e.refused.check(); err != nil {
+				return fmt.Errorf("%w: Run has not subscribed every queue yet: %w", ErrNotReady, err)
+			}
+		}
 		return fmt.Errorf("%w: Run has not subscribed every queue yet", ErrNotReady)
 	}
 	select {
 	case <-e.stop.requested:
 		return fmt.Errorf("%w: stopping", ErrNotReady)
 	default:
+	}
+	if err := e.refused.check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
 	for _, c := range e.consumers {
 		if !c.consuming.Load() {

@@ -26,6 +26,7 @@ const (
 	MetricIDStamped      = "acemq.messages.id.stamped"
 	MetricSnoozed        = "acemq.messages.snoozed"
 	MetricDelayRedeliver = "acemq.delay.redelivered"
+	MetricRefusals       = "acemq.connection.refusals"
 )
 
 // meterName is the instrumentation scope of every instrument and span here.
@@ -103,6 +104,7 @@ type instruments struct {
 	stamped        metric.Int64Counter
 	snoozed        metric.Int64Counter
 	redelivered    metric.Int64Counter
+	refusals       metric.Int64Counter
 
 	// The tracer and propagator, resolved once when first needed (tracing).
 	traceOnce sync.Once
@@ -150,6 +152,8 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Messages put off by their handler (ack.Snooze) without spending an attempt, by where the wait happens."))
 	in.redelivered, _ = m.Int64Counter(MetricDelayRedeliver,
 		metric.WithDescription("Due delayed messages whose destination was missing when they were due, sent again from acemq.delay.v1.undeliverable (attribute result: arrived, waiting)."))
+	in.refusals, _ = m.Int64Counter(MetricRefusals, metric.WithUnit("{refusal}"),
+		metric.WithDescription("Connection attempts of a queue's consumer that the broker refused for now, by queue and reason (connection_limit, user_connection_limit, node_connection_limit, vhost_down, node_not_accepting); each is dialled again with backoff, and Run goes on."))
 	in.held, _ = m.Int64UpDownCounter(MetricHeld,
 		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in

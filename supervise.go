@@ -43,9 +43,12 @@ func (c *consumer) startWorkers(sub transport.Subscription) *sync.WaitGroup {
 // supervise waits for the workers of sub to end. Ended by a stop, that is
 // all. Ended by the broker, unasked: a queue deleted under the server (the
 // broker cancelled the consumer, or the queue is not found) is declared
-// again and consumed again with backoff, where the server may declare;
-// anything else (permissions revoked, the transport closed) stops Run with
-// the broker's reason.
+// again and consumed again with backoff, where the server may declare; a
+// refusal for now (transport.ErrRefused: a connection limit, a vhost
+// down), which our transports wait out themselves without ending the
+// subscription, is consumed again with backoff all the same; anything
+// else (permissions revoked, the vhost deleted, the transport closed)
+// stops Run with the broker's reason.
 func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) {
 	for {
 		alive.Wait()
@@ -56,13 +59,18 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		if err == nil {
 			err = transport.ErrClosed
 		}
-		if !c.q.declare || !(errors.Is(err, transport.ErrCancelled) || errors.Is(err, transport.ErrNotFound)) {
+		refused := errors.Is(err, transport.ErrRefused)
+		if !refused && (!c.q.declare || !(errors.Is(err, transport.ErrCancelled) || errors.Is(err, transport.ErrNotFound))) {
 			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.q.name, err)
 			return
 		}
 		c.consuming.Store(false)
-		c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
-			zap.String("queue", c.q.name), zap.Error(err))
+		if refused {
+			c.e.noteRefusal(c.q.name, err)
+		} else {
+			c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
+				zap.String("queue", c.q.name), zap.Error(err))
+		}
 		if err := sub.Close(); err != nil { // its channel, and its connection if it has one of its own
 			c.e.log.Debug("acemq: close an ended subscription", zap.String("queue", c.q.name), zap.Error(err))
 		}
@@ -99,6 +107,8 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 		switch {
 		case errors.Is(err, transport.ErrAccessRefused), errors.Is(err, transport.ErrNotFound), errors.Is(err, transport.ErrPreconditionFailed):
 			return nil, err
+		case errors.Is(err, transport.ErrRefused):
+			continue // counted and logged at a bounded rate by consumeRefusable
 		case err != nil:
 			c.e.log.Warn("acemq: consume a deleted queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1), zap.Error(err))
 			continue
@@ -116,9 +126,14 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 	}
 }
 
+// declareAndConsume declares the queue's topology where the server may
+// (a consumer refused for now is consumed again with declare off too),
+// and consumes it.
 func (c *consumer) declareAndConsume(ctx context.Context) (transport.Subscription, error) {
-	if err := c.e.declare(ctx, c.q); err != nil {
-		return nil, err
+	if c.q.declare {
+		if err := c.e.declare(ctx, c.q); err != nil {
+			return nil, err
+		}
 	}
 	return c.e.consume(ctx, c.q)
 }
