@@ -87,7 +87,14 @@ var hostileRows = []hostile{
 				t.Errorf("headers %v; want the row's id, attempt 1, no x-acemq-error, tenant kept", d.Headers)
 			}
 		}},
-	{name: "CC header not an array", set: map[string]string{"headers": `'{"CC": "audit"}'`}, bad: "CC"},
+	// CC and BCC are the broker's to act on: a new message drops them
+	// (wire.New), whatever their type, and goes out without them.
+	{name: "CC header not an array", set: map[string]string{"headers": `'{"CC": "audit", "tenant": "acme"}'`},
+		check: func(t *testing.T, _ string, d transport.Delivery) {
+			if _, ok := d.Headers["CC"]; ok || header(d, "tenant") != "acme" {
+				t.Errorf("headers %v; want CC dropped and tenant kept", d.Headers)
+			}
+		}},
 	{name: "missing exchange", set: map[string]string{"exchange": `'no.such.exchange'`}, bad: "not found"},
 	{name: "default exchange without a key", set: map[string]string{"routing_key": `''`}, bad: "reached no queue"},
 	{name: "exchange over 255 bytes", set: map[string]string{"exchange": `repeat('e', 300)`}, bad: "the exchange column is 300 bytes"},
@@ -124,6 +131,10 @@ var hostileRows = []hostile{
 	{name: "drift: NULL body", drift: dropNotNull, set: map[string]string{"body": `NULL`}, bad: "the body column is NULL"},
 	{name: "drift: NULL created_at", drift: dropNotNull, set: map[string]string{"created_at": `NULL`}, bad: "the created_at column is NULL"},
 	{name: "drift: NULL attempts", drift: dropNotNull, set: map[string]string{"attempts": `NULL`, "headers": `'"x"'`}, bad: "JSON string"},
+	{name: "drift: NULL next_attempt_at", drift: `ALTER TABLE {table} ALTER COLUMN next_attempt_at DROP NOT NULL`,
+		set: map[string]string{"next_attempt_at": `NULL`}, check: noUserHeaders},
+	{name: "drift: NULL next_attempt_at, a bad row", drift: `ALTER TABLE {table} ALTER COLUMN next_attempt_at DROP NOT NULL`,
+		set: map[string]string{"next_attempt_at": `NULL`, "headers": `'[1]'`}, bad: "the headers column holds a JSON array, not an object"},
 	{name: "drift: headers as text, not JSON", drift: `ALTER TABLE {table} ALTER COLUMN headers TYPE text`,
 		set: map[string]string{"headers": `'not json'`}, bad: "the headers column cannot be read as JSON"},
 	{name: "drift: headers as text, two values", drift: `ALTER TABLE {table} ALTER COLUMN headers TYPE text`,

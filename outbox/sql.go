@@ -72,12 +72,14 @@ CREATE OR REPLACE TRIGGER ` + name.Local("_notify") + ` AFTER INSERT ON ` + t + 
 VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)`
 	// $1 batch size, $2 inline body limit, $3 headers limit. Rows that
 	// are locked belong to another relay's batch: skip them rather than
-	// wait.
+	// wait. A NULL next_attempt_at (a table whose column drifted from
+	// CreateTableSQL's NOT NULL, or a row another writer put in) is due:
+	// read as "never", it would leave the row unpublished forever.
 	q.claim = fmt.Sprintf(`SELECT seq, id, exchange, routing_key,
 	CASE WHEN pg_column_size(headers) <= $3 THEN headers END, pg_column_size(headers), content_type, correlation_id,
 	CASE WHEN octet_length(body) <= $2 THEN body END, octet_length(body), created_at, attempts
 FROM %s
-WHERE next_attempt_at <= now()
+WHERE next_attempt_at <= now() OR next_attempt_at IS NULL
 ORDER BY seq
 LIMIT $1
 FOR UPDATE SKIP LOCKED`, t)
