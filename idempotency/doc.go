@@ -17,7 +17,8 @@
 //
 //  1. Claim(id) before the handler. [Done]: the message was handled; it is
 //     accepted and the handler is not called. [InProgress]: another
-//     consumer holds an unsettled claim on it; the message is retried, not
+//     consumer holds an unsettled claim on it; the message waits until
+//     that claim's lease can have ended (a snooze: no attempt spent), not
 //     accepted, and the handler is not called. [Claimed]: go on.
 //  2. The handler runs.
 //  3. Confirm(id) when the handler accepted the message, so a later
@@ -44,13 +45,17 @@
 // died with a consumer that was killed mid-handler, in which case the
 // broker redelivers the message at once and nothing will ever do the work
 // but this redelivery. Accepting an InProgress message as a duplicate
-// loses that message, so middleware.Idempotent retries it with
-// [ErrInProgress] instead: the retry ladder brings it back after the other
-// claim has been confirmed (Done), released (Claimed) or has run out its
-// lease (Claimed). The lease ([WithLease]) is the only thing that tells the
-// store a claimer is gone; when the ladder is shorter than the lease the
-// message is dead-lettered with its reason, never lost, and can be
-// replayed.
+// loses that message, and so does spending its retry attempts on it (the
+// ladder would run out before the lease and dead-letter work that never
+// ran). So middleware.Idempotent snoozes it instead, for the lease the
+// claim has left ([LeaseReporter]): it comes back once the other claim has
+// been confirmed (Done), released (Claimed) or has run out its lease
+// (Claimed), at no cost in attempts, whatever the ladder. The lease
+// ([WithLease]) is the only thing that tells the store a claimer is gone.
+// A message that finds its id in progress after several such waits, a
+// claim live consumers keep taking, is retried with [ErrInProgress], and
+// dead-lettered with its reason when the ladder ends: never lost, and
+// replayable.
 //
 // # Memory, Postgres, or the handler's transaction
 //
@@ -87,5 +92,5 @@
 // invisible: middleware.Idempotent counts it on the OpenTelemetry counter
 // acemq.idempotency.duplicates, calls an optional hook and writes a debug
 // log line with the message id. An InProgress one is counted on
-// acemq.idempotency.in_progress.
+// acemq.idempotency.in_progress, and its snooze logged at info level.
 package idempotency

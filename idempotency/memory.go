@@ -130,6 +130,22 @@ func (s *Memory) Claim(_ context.Context, id string) (ClaimResult, error) {
 	return Claimed, nil
 }
 
+// LeaseLeft implements [LeaseReporter]: how long the unsettled claim on
+// id holds it still, or zero when none does.
+func (s *Memory) LeaseLeft(_ context.Context, id string) (time.Duration, error) {
+	key, err := Key(id)
+	if err != nil {
+		return 0, err
+	}
+	now := s.clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[key]; e != nil && e.state == pending && now < e.expires {
+		return time.Duration(e.expires - now), nil
+	}
+	return 0, nil
+}
+
 // Confirm implements [Store]. It settles every claim of id: the work is
 // done, so none of them has anything left to release.
 func (s *Memory) Confirm(_ context.Context, id string) error {

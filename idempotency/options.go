@@ -47,14 +47,13 @@ type postgresConfig struct {
 //     in front of a handler that heeds its context makes that a bound
 //     rather than a hope.
 //   - Too long: a message whose claimer crashed is [InProgress] until the
-//     lease ends. middleware.Idempotent retries it meanwhile, so it is
-//     never lost, but a retry ladder that ends sooner dead-letters it
-//     (replayable, with [ErrInProgress] in its reason). A failed Release
+//     lease ends, and waits that long before it is handled.
+//     middleware.Idempotent snoozes it until the lease can have ended, so
+//     it spends no attempt and is never lost, only late. A failed Release
 //     holds the id the same way.
 //
-// So: the slowest handler's time with a margin, and a retry policy whose
-// ladder spans more than the lease where crashed consumers must not cost
-// dead letters.
+// So: the slowest handler's time with a margin. The retry ladder need not
+// span the lease.
 func WithLease(d time.Duration) Option { return leaseOption(d) }
 
 // WithClock replaces the store's clock, so tests can move time without

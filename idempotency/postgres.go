@@ -195,6 +195,26 @@ func (s *Postgres) claim(ctx context.Context, q querier, sql, key string, withLe
 	return InProgress, nil
 }
 
+// LeaseLeft implements [LeaseReporter]: how long the unconfirmed claim on
+// id holds it still, by the database's clock (or the [WithClock] one), or
+// zero when none does. One round trip, asked only of an id found
+// [InProgress].
+func (s *Postgres) LeaseLeft(ctx context.Context, id string) (time.Duration, error) {
+	key, err := Key(id)
+	if err != nil {
+		return 0, err
+	}
+	var us int64
+	err = s.pool.QueryRow(ctx, s.q.leaseLeft, key, s.clock()).Scan(&us)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("acemq: idempotency lease of %s: %w", quoteID(id), err)
+	}
+	return time.Duration(max(us, 0)) * time.Microsecond, nil
+}
+
 // Confirm implements [Store]. It records id as handled even if its claim
 // was lost meanwhile. It settles every claim of id this store holds: the
 // work is done, so none of them has anything left to release.

@@ -29,7 +29,7 @@ var (
 // parameter that is NULL unless [WithClock] was given, when the database's
 // now() is used.
 type queries struct {
-	create, claim, claimTx, state, confirm, release, cleanup string
+	create, claim, claimTx, state, leaseLeft, confirm, release, cleanup string
 }
 
 func newQueries(name string) (queries, error) {
@@ -85,6 +85,12 @@ ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at, lease_until = N
 		state: `SELECT confirmed_at IS NOT NULL,
 	coalesce(lease_until > ` + clock(2) + `, confirmed_at > ` + clock(2) + ` - $3::bigint * interval '1 microsecond')
 FROM ` + t + ` WHERE id = $1`,
+		// $1 id, $2 clock: the microseconds left of an unconfirmed
+		// claim's lease, computed by the database so that no process's
+		// clock is compared with another's; no row, or one whose lease
+		// ended, holds nothing.
+		leaseLeft: `SELECT (extract(epoch FROM lease_until - ` + clock(2) + `) * 1000000)::bigint
+FROM ` + t + ` WHERE id = $1 AND confirmed_at IS NULL AND lease_until > ` + clock(2),
 		confirm: `INSERT INTO ` + t + ` (id, claimed_at, confirmed_at)
 VALUES ($1, ` + clock(2) + `, ` + clock(2) + `)
 ON CONFLICT (id) DO UPDATE SET lease_until = NULL, confirmed_at = excluded.confirmed_at`,

@@ -23,7 +23,8 @@ type Store interface {
 	// found: [Claimed] (do the work), [Done] (the work was done: do not do
 	// it again) or [InProgress] (someone holds an unsettled claim whose
 	// lease has not ended: the work is not done, so do not count the
-	// message as handled; try again later). Of several concurrent claims
+	// message as handled; wait, and try again once that lease can have
+	// ended: see [LeaseReporter]). Of several concurrent claims
 	// of one id, exactly one is Claimed, and none is Done unless the id
 	// was confirmed. A Claim that fails returns the zero ClaimResult,
 	// which is none of the three, with the error.
@@ -64,9 +65,10 @@ const (
 	// InProgress: the id is claimed, neither confirmed nor released, and
 	// its lease has not ended. Its work may be running in another consumer,
 	// or may have died with one; either way it is not done. Do not accept
-	// the message and do not do the work now: retry it later, when the
-	// other claim has been confirmed (Done), released or has run out its
-	// lease (Claimed). middleware.Idempotent retries it with [ErrInProgress].
+	// the message and do not do the work now: try again once the other
+	// claim can have been confirmed (Done), released or run out its lease
+	// (Claimed). middleware.Idempotent snoozes the message until that lease
+	// can have ended, which spends no attempt.
 	InProgress
 )
 
@@ -81,11 +83,13 @@ func (r ClaimResult) String() string {
 }
 
 // ErrInProgress is the error of a message that was not handled because its
-// id is [InProgress]. middleware.Idempotent retries the message with it,
-// wrapped with the id, so the retry ladder brings it back after the other
-// claim may have been confirmed or run out its lease. A message that finds
-// its id in progress on every attempt is dead-lettered with a reason that
-// reads "exhausted N attempts: acemq: idempotency: message in progress
+// id is [InProgress] and stayed so. middleware.Idempotent first snoozes
+// such a message until the other claim's lease can have ended, which
+// spends no attempt; only one found in progress after its snoozes (a claim
+// that live consumers keep taking) is retried with this error, wrapped
+// with the id, under the retry ladder. One that finds its id in progress
+// on every attempt then is dead-lettered with a reason that reads
+// "exhausted N attempts: acemq: idempotency: message in progress
 // elsewhere: ...": it is not lost, and it can be replayed once the claim is
 // gone.
 var ErrInProgress = errors.New("acemq: idempotency: message in progress elsewhere")
@@ -95,9 +99,8 @@ const (
 	// DefaultLease is how long a claim that is neither confirmed nor
 	// released holds its id: see [WithLease] for the trade-off. A minute
 	// outlasts the handlers a message queue is meant for (the server's own
-	// shutdown wait is 20 s) and lets a message held by a claim whose
-	// consumer crashed through on any retry ladder that spans more than a
-	// minute.
+	// shutdown wait is 20 s), and it is how long a message held by a claim
+	// whose consumer crashed waits, at most, before it is handled.
 	DefaultLease = time.Minute
 	// DefaultMaxEntries bounds a [Memory] store.
 	DefaultMaxEntries = 100_000

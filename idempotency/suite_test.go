@@ -30,12 +30,13 @@ const (
 	confirm
 	release
 	advance
+	lease
 )
 
 type step struct {
 	op   op
 	id   string
-	d    time.Duration           // for advance
+	d    time.Duration           // for advance, and the lease left for lease
 	want idempotency.ClaimResult // for claim
 }
 
@@ -47,6 +48,9 @@ func confirmed(id string) step        { return step{op: confirm, id: id} }
 func released(id string) step         { return step{op: release, id: id} }
 func after(d time.Duration) step      { return step{op: advance, d: d} }
 func justBefore(d time.Duration) step { return after(d - time.Microsecond) }
+func leaseLeft(id string, d time.Duration) step {
+	return step{op: lease, id: id, d: d}
+}
 
 // run takes st on s, failing the test with what for a wrong claim or an
 // error.
@@ -67,6 +71,12 @@ func (st step) run(t *testing.T, s idempotency.Store, clock *fakeClock, what str
 		err = s.Release(ctx, st.id)
 	case advance:
 		clock.Advance(st.d)
+	case lease:
+		var left time.Duration
+		left, err = s.(idempotency.LeaseReporter).LeaseLeft(ctx, st.id)
+		if err == nil && left != st.d {
+			t.Fatalf("%s: LeaseLeft(%s) = %v, want %v", what, short(st.id), left, st.d)
+		}
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -119,6 +129,17 @@ func runStoreSuite(t *testing.T, newStore newStoreFunc) {
 		}},
 		{"a late confirm after a takeover outlasts the other release", []step{
 			claimed("a"), after(suiteLease), claimed("a"), confirmed("a"), released("a"), done("a"),
+		}},
+		// What middleware.Idempotent snoozes an in-progress message for.
+		{"the lease left counts down to zero", []step{
+			claimed("a"), leaseLeft("a", suiteLease), after(20 * time.Second), leaseLeft("a", suiteLease-20*time.Second),
+			justBefore(suiteLease - 20*time.Second), leaseLeft("a", time.Microsecond), after(time.Microsecond), leaseLeft("a", 0),
+		}},
+		{"a settled or unknown id has no lease left", []step{
+			leaseLeft("never", 0), claimed("a"), confirmed("a"), leaseLeft("a", 0), claimed("b"), released("b"), leaseLeft("b", 0),
+		}},
+		{"the claim that took over has a lease of its own", []step{
+			claimed("a"), after(suiteLease + time.Second), leaseLeft("a", 0), claimed("a"), leaseLeft("a", suiteLease),
 		}},
 		{"a release after the lease ended, with no takeover, frees the id", []step{
 			claimed("a"), after(suiteLease), released("a"), claimed("a"), inProgress("a"),
@@ -253,6 +274,9 @@ func runStoreSuite(t *testing.T, newStore newStoreFunc) {
 		}
 		if err := s.Release(ctx, ""); !errors.Is(err, idempotency.ErrEmptyID) {
 			t.Errorf("Release(\"\") = %v, want ErrEmptyID", err)
+		}
+		if _, err := s.(idempotency.LeaseReporter).LeaseLeft(ctx, ""); !errors.Is(err, idempotency.ErrEmptyID) {
+			t.Errorf("LeaseLeft(\"\") = %v, want ErrEmptyID", err)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package middleware_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -47,8 +46,9 @@ func ExampleIdempotent() {
 
 // A consumer was killed between claiming a message and doing its work. The
 // broker hands the message to the next consumer at once, which finds the
-// claim in progress: not done, so it is retried rather than accepted. Once
-// the dead consumer's lease ends, the retry does the work.
+// claim in progress: not done, so it is not accepted, and not failing, so
+// it spends no attempt. It is snoozed until the dead consumer's lease can
+// have ended (the lease left, and a second); then it does the work.
 func ExampleIdempotent_inProgress() {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now } // a clock the example moves by hand
@@ -62,16 +62,16 @@ func ExampleIdempotent_inProgress() {
 	m := acemq.NewMessage("payments", []byte(`{"amount":"12.00"}`), map[string]any{acemq.HeaderID: "pay-8"})
 
 	_, _ = store.Claim(ctx, m.ID()) // the consumer that was killed
+	now = now.Add(20 * time.Second)
 
 	a := h.ServeMessage(ctx, m)
-	fmt.Println(a.Outcome(), errors.Is(a.Err(), idempotency.ErrInProgress))
-	fmt.Println(a.Err())
+	wait, _ := a.After()
+	fmt.Println(a.Outcome(), wait)
 
-	now = now.Add(time.Minute) // the retry ladder brings it back after the lease
+	now = now.Add(wait) // the snooze brings it back after the lease
 	fmt.Println(h.ServeMessage(ctx, m).Outcome())
 	// Output:
-	// retry true
-	// acemq: idempotency: message in progress elsewhere: id "pay-8" has an unsettled claim whose lease has not ended; the handler did not run
+	// snooze 41s
 	// charged pay-8
 	// accept
 }

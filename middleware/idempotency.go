@@ -21,11 +21,26 @@ import (
 // the handler because their id was Done, by queue.
 const MetricDuplicates = "acemq.idempotency.duplicates"
 
-// MetricInProgress counts the messages [Idempotent] retried without calling
+// MetricInProgress counts the messages [Idempotent] put off without calling
 // the handler because their id was InProgress, by queue. A steady rate is
 // duplicates delivered while the first copy runs; a burst after a consumer
 // crashed is the messages it held, waiting out their leases.
 const MetricInProgress = "acemq.idempotency.in_progress"
+
+// DefaultInProgressSnoozes is how many times [Idempotent] snoozes one
+// message whose id it finds in progress elsewhere before it retries it
+// instead, unless [WithInProgressSnoozes] says otherwise. Each snooze
+// waits until the other claim's lease can have ended, so a claim left by
+// a killed consumer is outlived by the first; five is for a claim taken
+// again and again by live duplicates of the message, about five minutes
+// at the default lease.
+const DefaultInProgressSnoozes = 5
+
+// leaseSlack is added to the lease left of a claim in progress elsewhere:
+// the snoozed message comes back once the lease has ended, not a moment
+// before, and a lease that ended between the claim and the question
+// (zero left) still waits this long rather than come straight back.
+const leaseSlack = time.Second
 
 // settleTimeout bounds a Confirm or Release. They run on a context that the
 // handler's cancellation does not reach: a handler cut off by shutdown still
@@ -33,14 +48,15 @@ const MetricInProgress = "acemq.idempotency.in_progress"
 const settleTimeout = 10 * time.Second
 
 // IdempotentOption configures [Idempotent]. The interface is sealed: the
-// options are WithIdempotencyLogger, WithIdempotencyMeterProvider and
-// WithDuplicateHook.
+// options are WithIdempotencyLogger, WithIdempotencyMeterProvider,
+// WithDuplicateHook and WithInProgressSnoozes.
 type IdempotentOption interface{ applyIdempotent(*idempotentConfig) }
 
 type idempotentConfig struct {
 	log         *zap.Logger
 	mp          metric.MeterProvider
 	onDuplicate func(context.Context, *acemq.Message)
+	snoozes     int // 0: DefaultInProgressSnoozes; <0: none
 }
 
 type idempotentOptionFunc func(*idempotentConfig)
@@ -67,6 +83,22 @@ func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) Idempoten
 	return idempotentOptionFunc(func(c *idempotentConfig) { c.onDuplicate = fn })
 }
 
+// WithInProgressSnoozes sets how many times [Idempotent] snoozes a message
+// whose id is in progress elsewhere before it retries it under the
+// server's policy instead; [DefaultInProgressSnoozes] unless given. The
+// count is the message's x-acemq-snoozes, which a handler's own
+// ack.Snooze adds to as well. Zero or less snoozes never: every such
+// message is retried at once, spending an attempt, as before snoozing
+// was taught.
+func WithInProgressSnoozes(n int) IdempotentOption {
+	return idempotentOptionFunc(func(c *idempotentConfig) {
+		c.snoozes = n
+		if n <= 0 {
+			c.snoozes = -1
+		}
+	})
+}
+
 // Idempotent keeps a handler from running twice for one message id, as far
 // as its store can tell, by the sequence the idempotency package
 // describes: Claim the id before the handler, Confirm it when the handler
@@ -82,21 +114,29 @@ func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) Idempoten
 //     the hook of [WithDuplicateHook] and logs the id at debug level.
 //   - InProgress: another claim on the id is unsettled and its lease has
 //     not ended. The work is not done, and the consumer holding the claim
-//     may have died mid-handler, so accepting would lose the message. It is
-//     retried under the server's policy, with the handler not called, an
-//     error wrapping idempotency.ErrInProgress and the id, one added to
-//     [MetricInProgress] and a debug log line. The ladder brings it back
-//     once the other claim may have been confirmed (then it is a
-//     duplicate), released or run out its lease (then it is handled). A
-//     ladder that ends first dead-letters it with "exhausted N attempts:
-//     acemq: idempotency: message in progress elsewhere: ...": not lost,
-//     and replayable; on a queue with no retry policy that happens at
-//     once. So give a queue behind Idempotent a ladder that spans more than
-//     the store's lease (idempotency.WithLease) where a crashed consumer
-//     must not cost dead letters.
+//     may have died mid-handler, so accepting would lose the message. Nor
+//     is the message failing: it waits. It is snoozed (ack.Snooze, which
+//     spends no attempt and adds one to x-acemq-snoozes) until the other
+//     claim's lease can have ended: the lease left, as the store tells it
+//     (idempotency.LeaseReporter; a store that cannot tell is waited out
+//     for idempotency.DefaultLease), and a second more. The handler is not
+//     called; one is added to [MetricInProgress]; an info line says so,
+//     with the wait. When the message comes back, the other claim has been
+//     confirmed (it is a duplicate), released or outlived (it is handled),
+//     whatever the retry ladder, and on a queue with no retry policy too.
+//     A message found in progress on [DefaultInProgressSnoozes] snoozes
+//     already ([WithInProgressSnoozes]) is another consumer's claim taken
+//     again and again, not a dead one's: it is retried under the server's
+//     policy instead, with an error wrapping idempotency.ErrInProgress and
+//     the id, and a warning. The ladder then bounds it, and one that ends
+//     dead-letters it with "exhausted N attempts: acemq: idempotency:
+//     message in progress elsewhere: ...": not lost, and replayable. The
+//     policy's own bounds on snoozes (retry.Policy.SnoozeAtMost) and on
+//     age still apply to each snooze, and dead-letter the message with
+//     their reasons when passed.
 //
 // A redelivered message (Envelope().Redelivered) that finds its id
-// InProgress is retried like any other; it does not take the claim over.
+// InProgress waits like any other; it does not take the claim over.
 // The flag says the broker lost the consumer of an earlier delivery, not
 // that the consumer stopped: a process cut off from the broker by a network
 // fault, a broker restart or a forced close goes on running its handler,
@@ -110,8 +150,8 @@ func WithDuplicateHook(fn func(ctx context.Context, m *acemq.Message)) Idempoten
 // accepted: the work is done, and undoing an ack is not possible; the cost
 // is that a redelivery of it, once the lease ends, runs the handler again.
 // A Release that fails is logged, and leaves the claim standing until its
-// lease ends; a retry that comes sooner finds it InProgress and is retried
-// again.
+// lease ends; a retry that comes sooner finds it InProgress and waits for
+// that end.
 //
 // Any id works (see idempotency.Key); a log line or an error shows at most
 // the first 128 bytes of one. A message with no id of its own (neither
@@ -148,7 +188,14 @@ func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middlew
 		metric.WithUnit("{message}"),
 		metric.WithDescription("Messages retried without calling the handler because another claim on their id was in progress."))
 	idem := &idempotent{store: store, log: cfg.log, duplicates: duplicates, inProgress: inProgress,
-		onDuplicate: cfg.onDuplicate, attrs: make(map[string][]metric.AddOption)}
+		onDuplicate: cfg.onDuplicate, attrs: make(map[string][]metric.AddOption), snoozes: cfg.snoozes}
+	switch {
+	case idem.snoozes == 0:
+		idem.snoozes = DefaultInProgressSnoozes
+	case idem.snoozes < 0:
+		idem.snoozes = 0
+	}
+	idem.leases, _ = store.(idempotency.LeaseReporter)
 	// A Memory store never blocks and never reads its context, so the
 	// detached, bounded context a settle needs is left out: it is most of
 	// what the middleware would otherwise cost per message.
@@ -166,7 +213,9 @@ type idempotent struct {
 	duplicates  metric.Int64Counter
 	inProgress  metric.Int64Counter
 	onDuplicate func(context.Context, *acemq.Message)
-	inMemory    bool // the store is an *idempotency.Memory
+	inMemory    bool                      // the store is an *idempotency.Memory
+	leases      idempotency.LeaseReporter // the store, when it can say how long a claim holds; else nil
+	snoozes     int                       // how many snoozes an in-progress message may have had
 
 	mu    sync.RWMutex
 	attrs map[string][]metric.AddOption // built once per queue: Add then allocates nothing
@@ -186,9 +235,7 @@ func (i *idempotent) serve(ctx context.Context, m *acemq.Message, next acemq.Han
 		i.duplicate(ctx, m)
 		return ack.Accept()
 	case claim == idempotency.InProgress:
-		i.claimedElsewhere(ctx, m)
-		return ack.Retry(fmt.Errorf("%w: id %s has an unsettled claim whose lease has not ended; the handler did not run",
-			idempotency.ErrInProgress, shortID(m.ID())))
+		return i.claimedElsewhere(ctx, m)
 	case claim != idempotency.Claimed:
 		// A Store of someone else's making answered nothing we know: the
 		// safe reading of that is not "done".
@@ -221,12 +268,43 @@ func (i *idempotent) duplicate(ctx context.Context, m *acemq.Message) {
 	}
 }
 
-func (i *idempotent) claimedElsewhere(ctx context.Context, m *acemq.Message) {
+// claimedElsewhere is the answer for a message whose id another claim
+// holds: a snooze until that claim's lease can have ended, or, past the
+// snoozes allowed, a retry.
+func (i *idempotent) claimedElsewhere(ctx context.Context, m *acemq.Message) ack.Ack {
 	i.inProgress.Add(ctx, 1, i.queueAttrs(m.Queue())...)
-	if ce := i.log.Check(zap.DebugLevel, "acemq: id in progress elsewhere; retried without calling the handler"); ce != nil {
-		ce.Write(zap.String("queue", m.Queue()), idField(m), zap.Int("attempt", m.Attempt()),
-			zap.Bool("redelivered", m.Envelope().Redelivered))
+	env := m.Envelope()
+	if env.Snoozes >= i.snoozes {
+		i.log.Warn("acemq: id still in progress elsewhere after its snoozes; retried under the policy, spending an attempt, without calling the handler",
+			zap.String("queue", m.Queue()), idField(m), zap.Int("attempt", m.Attempt()), zap.Int("snoozes", env.Snoozes),
+			zap.Bool("redelivered", env.Redelivered))
+		return ack.Retry(fmt.Errorf("%w: id %s has an unsettled claim whose lease has not ended, after %d snoozes that waited for it to; the handler did not run",
+			idempotency.ErrInProgress, shortID(m.ID()), env.Snoozes))
 	}
+	left, known := i.leaseLeft(ctx, m)
+	wait := left + leaseSlack
+	if ce := i.log.Check(zap.InfoLevel, "acemq: id in progress elsewhere; snoozed until that claim's lease can have ended, without calling the handler"); ce != nil {
+		ce.Write(zap.String("queue", m.Queue()), idField(m), zap.Int("attempt", m.Attempt()),
+			zap.Duration("wait", wait), zap.Bool("lease_known", known), zap.Int("snoozes", env.Snoozes),
+			zap.Bool("redelivered", env.Redelivered))
+	}
+	return ack.Snooze(wait)
+}
+
+// leaseLeft is how long the claim holding m's id can hold it still: what
+// the store says, or a whole default lease when it cannot say (known is
+// false then).
+func (i *idempotent) leaseLeft(ctx context.Context, m *acemq.Message) (left time.Duration, known bool) {
+	if i.leases == nil {
+		return idempotency.DefaultLease, false
+	}
+	left, err := i.leases.LeaseLeft(ctx, m.ID())
+	if err != nil {
+		i.log.Warn("acemq: idempotency lease unknown; the message waits a whole default lease",
+			zap.String("queue", m.Queue()), idField(m), zap.Error(err))
+		return idempotency.DefaultLease, false
+	}
+	return left, true
 }
 
 func (i *idempotent) queueAttrs(queue string) []metric.AddOption {

@@ -26,9 +26,9 @@ import (
 	"github.com/acemq/acemq/middleware"
 )
 
-// An id claimed elsewhere and not settled is retried without calling the
-// handler, counted and logged, whatever the store; what follows depends on
-// what the other claim becomes.
+// An id claimed elsewhere and not settled is snoozed, not retried: no
+// attempt spent, the handler not called, counted and logged, whatever the
+// store; what follows depends on what the other claim becomes.
 func TestIdempotentInProgress(t *testing.T) {
 	t.Parallel()
 	mib := strings.Repeat("0123456789abcdef", 1<<16)
@@ -60,16 +60,11 @@ func TestIdempotentInProgress(t *testing.T) {
 				}
 
 				a := h.ServeMessage(ctx, withID(tt.id))
-				if a.Outcome() != ack.OutcomeRetry || !errors.Is(a.Err(), idempotency.ErrInProgress) {
-					t.Fatalf("delivery of an id in progress elsewhere: %v, want a retry with ErrInProgress", a)
-				}
-				msg := a.Err().Error()
-				if !strings.Contains(msg, "in progress elsewhere") || !strings.Contains(msg, "the handler did not run") ||
-					!strings.Contains(msg, `"`+tt.id[:min(len(tt.id), 100)]) {
-					t.Errorf("retry reason %.300q does not say in progress, the id and that the handler did not run", msg)
-				}
-				if len(msg) > 500 {
-					t.Errorf("retry reason of %d bytes for an id of %d", len(msg), len(tt.id))
+				wait, _ := a.After()
+				// The lease left, a minute at most, and a second: more
+				// than the second, since the lease is far from its end.
+				if a.Outcome() != ack.OutcomeSnooze || wait <= time.Second || wait > idempotency.DefaultLease+time.Second {
+					t.Fatalf("delivery of an id in progress elsewhere: %v after %v, want a snooze of the lease left and a second", a, wait)
 				}
 				if calls.Load() != 0 || hooked.Load() != 0 {
 					t.Errorf("handler called %d times, duplicate hook %d times; want neither", calls.Load(), hooked.Load())
@@ -80,10 +75,11 @@ func TestIdempotentInProgress(t *testing.T) {
 				if n := counted(t, reader, middleware.MetricDuplicates); n != 0 {
 					t.Errorf("%s = %d, want 0", middleware.MetricDuplicates, n)
 				}
-				inProgressLogs := logs.FilterMessageSnippet("in progress").All()
-				if len(inProgressLogs) != 1 || inProgressLogs[0].Level != zapcore.DebugLevel ||
-					len(inProgressLogs[0].ContextMap()["id"].(string)) > 200 {
-					t.Errorf("in-progress log lines %v, want one at debug with the id, cut short", inProgressLogs)
+				inProgressLogs := logs.FilterMessageSnippet("in progress elsewhere; snoozed").All()
+				if len(inProgressLogs) != 1 || inProgressLogs[0].Level != zapcore.InfoLevel ||
+					len(inProgressLogs[0].ContextMap()["id"].(string)) > 200 ||
+					inProgressLogs[0].ContextMap()["wait"] != wait || inProgressLogs[0].ContextMap()["lease_known"] != true {
+					t.Errorf("in-progress log lines %v, want one at info with the id cut short and the wait %v", inProgressLogs, wait)
 				}
 
 				if err := tt.then(ctx, store, tt.id); err != nil {
@@ -100,36 +96,174 @@ func TestIdempotentInProgress(t *testing.T) {
 	}
 }
 
-// A claim whose consumer died holds its id until the lease ends; then the
-// next delivery is handled.
+// A claim whose consumer died holds its id until the lease ends: each
+// delivery before then is snoozed for exactly the lease left and a second,
+// by the store's clock; the first after it is handled.
 func TestIdempotentInProgressUntilTheLeaseEnds(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	store := idempotency.NewMemory(time.Hour, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
-	var calls atomic.Int32
-	h := middleware.Idempotent(store)(answering(&calls, ack.Accept()))
-	ctx := context.Background()
-	_, _ = store.Claim(ctx, "m-1") // and its consumer is killed
-	for _, step := range []struct {
-		wait  time.Duration
-		want  ack.Outcome
-		calls int32
-	}{
-		{0, ack.OutcomeRetry, 0},
-		{time.Minute - time.Nanosecond, ack.OutcomeRetry, 0},
-		{time.Nanosecond, ack.OutcomeAccept, 1}, // the lease ended
-		{time.Second, ack.OutcomeAccept, 1},     // a duplicate now
-	} {
-		mu.Lock()
-		now = now.Add(step.wait)
-		mu.Unlock()
-		if a := h.ServeMessage(ctx, withID("m-1")); a.Outcome() != step.want || calls.Load() != step.calls {
-			t.Fatalf("%v after the claim: %v after %d handler calls, want %v after %d",
-				now.Sub(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), a, calls.Load(), step.want, step.calls)
-		}
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			var mu sync.Mutex
+			now := start
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			store := storeOf(t, kind, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
+			var calls atomic.Int32
+			h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
+			ctx := context.Background()
+			const id = "m-1"
+			_, _ = store.Claim(ctx, id) // and its consumer is killed
+			for _, step := range []struct {
+				at    time.Duration // since the claim
+				want  ack.Outcome
+				wait  time.Duration // of a snooze
+				calls int32
+			}{
+				{0, ack.OutcomeSnooze, time.Minute + time.Second, 0},
+				{20 * time.Second, ack.OutcomeSnooze, 41 * time.Second, 0},
+				{time.Minute - time.Microsecond, ack.OutcomeSnooze, time.Second + time.Microsecond, 0},
+				{time.Minute, ack.OutcomeAccept, 0, 1},               // the lease ended
+				{time.Minute + time.Second, ack.OutcomeAccept, 0, 1}, // a duplicate now
+			} {
+				mu.Lock()
+				now = start.Add(step.at)
+				mu.Unlock()
+				a := h.ServeMessage(ctx, withID(id))
+				wait, _ := a.After()
+				if a.Outcome() != step.want || wait != step.wait || calls.Load() != step.calls {
+					t.Fatalf("%v after the claim: %v for %v after %d handler calls, want %v for %v after %d",
+						step.at, a, wait, calls.Load(), step.want, step.wait, step.calls)
+				}
+			}
+		})
 	}
+}
+
+// The snoozes are bounded: a message found in progress after as many
+// snoozes as allowed (its x-acemq-snoozes, whatever made them) is retried
+// under the policy, spending an attempt, with ErrInProgress and a warning.
+func TestIdempotentInProgressSnoozesAreBounded(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		opts    []middleware.IdempotentOption
+		snoozes int
+		retried bool
+	}{
+		{"the first time", nil, 0, false},
+		{"the last snooze allowed", nil, middleware.DefaultInProgressSnoozes - 1, false},
+		{"past the default", nil, middleware.DefaultInProgressSnoozes, true},
+		{"far past the default", nil, 40, true},
+		{"a limit of two, reached", []middleware.IdempotentOption{middleware.WithInProgressSnoozes(2)}, 2, true},
+		{"a limit of two, not reached", []middleware.IdempotentOption{middleware.WithInProgressSnoozes(2)}, 1, false},
+		{"no snoozes at all", []middleware.IdempotentOption{middleware.WithInProgressSnoozes(0)}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store := idempotency.NewMemory(time.Hour)
+			core, logs := observer.New(zapcore.InfoLevel)
+			var calls atomic.Int32
+			h := middleware.Idempotent(store, append(tt.opts, middleware.WithIdempotencyLogger(zap.New(core)))...)(answering(&calls, ack.Accept()))
+			ctx := context.Background()
+			_, _ = store.Claim(ctx, "m-1")
+			headers := map[string]any{acemq.HeaderID: "m-1"}
+			if tt.snoozes > 0 {
+				headers[acemq.HeaderSnoozes] = int64(tt.snoozes)
+			}
+			a := h.ServeMessage(ctx, acemq.NewMessage("orders", []byte(`{}`), headers))
+			if calls.Load() != 0 {
+				t.Fatalf("the handler ran %d times for an id in progress", calls.Load())
+			}
+			if !tt.retried {
+				if a.Outcome() != ack.OutcomeSnooze {
+					t.Errorf("after %d snoozes: %v, want a snooze", tt.snoozes, a)
+				}
+				return
+			}
+			if a.Outcome() != ack.OutcomeRetry || !errors.Is(a.Err(), idempotency.ErrInProgress) {
+				t.Fatalf("after %d snoozes: %v, want a retry with ErrInProgress", tt.snoozes, a)
+			}
+			msg := a.Err().Error()
+			for _, want := range []string{"in progress elsewhere", `"m-1"`, fmt.Sprintf("after %d snoozes", tt.snoozes), "the handler did not run"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("retry reason %q does not say %q", msg, want)
+				}
+			}
+			warned := logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("still in progress elsewhere").All()
+			if len(warned) != 1 || warned[0].ContextMap()["snoozes"] != int64(tt.snoozes) {
+				t.Errorf("warnings %v, want one with the snoozes", warned)
+			}
+		})
+	}
+}
+
+// The retry past the snoozes carries the id cut short: it becomes a dead
+// letter's reason.
+func TestIdempotentInProgressRetryReasonIsShort(t *testing.T) {
+	t.Parallel()
+	id := strings.Repeat("0123456789abcdef", 1<<16)
+	store := idempotency.NewMemory(time.Hour)
+	_, _ = store.Claim(context.Background(), id)
+	var calls atomic.Int32
+	h := middleware.Idempotent(store, middleware.WithInProgressSnoozes(0), middleware.WithIdempotencyLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
+	a := h.ServeMessage(context.Background(), withID(id))
+	msg := a.Err().Error()
+	if a.Outcome() != ack.OutcomeRetry || !strings.Contains(msg, `"`+id[:100]) || len(msg) > 500 {
+		t.Errorf("%v with a reason of %d bytes %.200q, want a retry naming the id's start in under 500", a, len(msg), msg)
+	}
+}
+
+// A store that cannot say how long the claim holds, or fails to, is
+// waited out for a whole default lease, and says so.
+func TestIdempotentInProgressLeaseUnknown(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		store func(*idempotency.Memory) idempotency.Store
+		warn  bool
+	}{
+		{"a store that is no LeaseReporter", func(m *idempotency.Memory) idempotency.Store { return plainStore{m} }, false},
+		{"a LeaseLeft that fails", func(m *idempotency.Memory) idempotency.Store { return failingLease{m} }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			mem := idempotency.NewMemory(time.Hour, idempotency.WithLease(time.Second))
+			store := tt.store(mem)
+			_, _ = store.Claim(context.Background(), "m-1")
+			core, logs := observer.New(zapcore.InfoLevel)
+			var calls atomic.Int32
+			h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.New(core)))(answering(&calls, ack.Accept()))
+			a := h.ServeMessage(context.Background(), withID("m-1"))
+			if wait, _ := a.After(); a.Outcome() != ack.OutcomeSnooze || wait != idempotency.DefaultLease+time.Second || calls.Load() != 0 {
+				t.Fatalf("%v for %v after %d calls, want a snooze of a default lease and a second", a, wait, calls.Load())
+			}
+			snoozed := logs.FilterMessageSnippet("snoozed").All()
+			if len(snoozed) != 1 || snoozed[0].ContextMap()["lease_known"] != false {
+				t.Errorf("snooze lines %v, want one that says the lease was not known", snoozed)
+			}
+			if n := logs.FilterMessageSnippet("lease unknown").Len(); (n == 1) != tt.warn {
+				t.Errorf("%d warnings of an unknown lease, want one: %v", n, tt.warn)
+			}
+		})
+	}
+}
+
+// plainStore is a Store and nothing more: no LeaseLeft.
+type plainStore struct{ m *idempotency.Memory }
+
+func (s plainStore) Claim(ctx context.Context, id string) (idempotency.ClaimResult, error) {
+	return s.m.Claim(ctx, id)
+}
+func (s plainStore) Confirm(ctx context.Context, id string) error { return s.m.Confirm(ctx, id) }
+func (s plainStore) Release(ctx context.Context, id string) error { return s.m.Release(ctx, id) }
+
+// failingLease is a LeaseReporter whose LeaseLeft fails.
+type failingLease struct{ *idempotency.Memory }
+
+func (failingLease) LeaseLeft(context.Context, string) (time.Duration, error) {
+	return 0, errors.New("the database is away")
 }
 
 // A store answering something that is no ClaimResult is not taken for
@@ -242,7 +376,7 @@ func TestIdempotentConcurrentDeliveriesRunOnce(t *testing.T) {
 				switch {
 				case a.Outcome() == ack.OutcomeAccept:
 					accepted.Add(1)
-				case a.Outcome() == ack.OutcomeRetry && errors.Is(a.Err(), idempotency.ErrInProgress):
+				case a.Outcome() == ack.OutcomeSnooze: // until the claim's lease can have ended
 					inProgress.Add(1)
 				default:
 					t.Error(a)
@@ -346,20 +480,38 @@ func short(id string) string {
 // PostgreSQL store when ACEMQ_POSTGRES_URL is set.
 func forEachStore(t *testing.T, test func(t *testing.T, store idempotency.Store)) {
 	t.Helper()
-	t.Run("memory", func(t *testing.T) {
-		t.Parallel()
-		test(t, idempotency.NewMemory(time.Hour))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		test(t, postgresStore(t))
-	})
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			test(t, storeOf(t, kind))
+		})
+	}
+}
+
+// storeKinds are the stores forEachStore runs a test on.
+var storeKinds = []string{"memory", "postgres"}
+
+// storeOf is a fresh store of kind ("memory" or "postgres") with opts.
+func storeOf(t *testing.T, kind string, opts ...idempotency.Option) idempotency.Store {
+	t.Helper()
+	if kind == "memory" {
+		memOpts := make([]idempotency.MemoryOption, len(opts))
+		for i, o := range opts {
+			memOpts[i] = o
+		}
+		return idempotency.NewMemory(time.Hour, memOpts...)
+	}
+	pgOpts := make([]idempotency.PostgresOption, len(opts))
+	for i, o := range opts {
+		pgOpts[i] = o
+	}
+	return postgresStore(t, pgOpts...)
 }
 
 // postgresStore is a store on a table of its own in ACEMQ_POSTGRES_URL,
 // dropped when the test ends. It skips without the variable, except under
 // CI, where a missing database fails the test.
-func postgresStore(tb testing.TB) *idempotency.Postgres {
+func postgresStore(tb testing.TB, opts ...idempotency.PostgresOption) *idempotency.Postgres {
 	tb.Helper()
 	raw := brokertest.PostgresURL(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -375,7 +527,7 @@ func postgresStore(tb testing.TB) *idempotency.Postgres {
 	}
 	tb.Cleanup(pool.Close)
 	table := fmt.Sprintf("idem_mw_%016x", rand.Uint64())
-	store, err := idempotency.NewPostgres(pool, idempotency.WithTable(table))
+	store, err := idempotency.NewPostgres(pool, append(opts, idempotency.WithTable(table))...)
 	if err != nil {
 		tb.Fatal(err)
 	}
