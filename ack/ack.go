@@ -77,6 +77,7 @@ func Retry(err error) Ack {
 // delay), where it holds no consumer; a shorter one in the process. A
 // wait longer than the delay queues carry (delay.Max, about 388 days)
 // dead-letters the message. A negative d is zero: the next attempt at once.
+// [RetryAfterHeader] takes d from a response's Retry-After.
 func RetryAfter(d time.Duration, err error) Ack {
 	a := Retry(err)
 	a.after, a.chosen = max(d, 0), true

@@ -1,0 +1,4 @@
+package ack
+
+// RetryAfterOf is retryAfterOf, for tests that set the clock.
+var RetryAfterOf = retryAfterOf
