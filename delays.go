@@ -92,8 +92,9 @@ func (e *engine) declareDelays(ctx context.Context) error {
 	return nil
 }
 
-// missingDelays names the delay queues that do not exist, checked
-// passively.
+// missingDelays names the delay queues that do not exist, and their
+// exchanges where the transport can check an exchange
+// (transport.ExchangeInspector; named "exchange X"), checked passively.
 func (e *engine) missingDelays(ctx context.Context) ([]string, error) {
 	names := []string{delay.Undeliverable}
 	for k := range delay.Levels {
@@ -107,6 +108,19 @@ func (e *engine) missingDelays(ctx context.Context) ([]string, error) {
 			missing = append(missing, n)
 		case err != nil:
 			return nil, fmt.Errorf("acemq: check the delay queues: %w", err)
+		}
+	}
+	xi, ok := e.t.(transport.ExchangeInspector)
+	if !ok {
+		return missing, nil
+	}
+	for _, n := range append([]string{delay.Deliver}, names...) {
+		err := xi.InspectExchange(ctx, n)
+		switch {
+		case errors.Is(err, transport.ErrNotFound):
+			missing = append(missing, "exchange "+n)
+		case err != nil:
+			return nil, fmt.Errorf("acemq: check the delay exchanges: %w", err)
 		}
 	}
 	return missing, nil
@@ -144,11 +158,13 @@ func (e *engine) delayable(q *queueRun) bool {
 }
 
 // redeliverDue sends the due messages for the server's own queues whose
-// queue was missing round again every RedeliverEvery, until the stop is
-// requested; those for other queues are left to whoever serves them. It runs on the
-// wall clock, not the engine's: a destination comes back in real time,
-// also under a memory broker whose virtual clock stands still (the level
-// queues' waits are the ones that move with it).
+// queue was missing round again every RedeliverEvery, and checks the delay
+// queues' layout every DelayCheckEvery and whenever a publish asks
+// (noticeDelayMissing), until the stop is requested; the due messages for
+// other queues are left to whoever serves them. It runs on the wall clock,
+// not the engine's: a destination comes back in real time, also under a
+// memory broker whose virtual clock stands still (the level queues' waits
+// are the ones that move with it).
 func (e *engine) redeliverDue(queues []*queueRun) {
 	var own []string
 	for _, q := range queues {
@@ -159,11 +175,24 @@ func (e *engine) redeliverDue(queues []*queueRun) {
 	arrived := metric.WithAttributes(attribute.String("result", "arrived"))
 	waiting := metric.WithAttributes(attribute.String("result", "waiting"))
 	every := cmp.Or(e.srv.redeliverEvery, RedeliverEvery)
-	for {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var lastAsked time.Time
+	for pass := 1; ; pass++ {
 		select {
-		case <-time.After(every):
+		case <-tick.C:
+		case part := <-e.delayWatch.requests():
+			pass-- // not a pass of the loop
+			if time.Since(lastAsked) >= delayCheckGap {
+				lastAsked = time.Now()
+				e.checkDelays(queues, part)
+			}
+			continue
 		case <-e.stop.requested:
 			return
+		}
+		if pass%int(DelayCheckEvery/RedeliverEvery) == 0 {
+			e.checkDelays(queues, "")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.publishTimeout)
 		r, err := delay.Redeliver(ctx, e.t, delay.Only(own...))

@@ -27,13 +27,14 @@ type engine struct {
 	handlerTimeout  time.Duration // <= 0: none
 	srv             *Server       // read only by run, to resolve its settings
 
-	broker    brokerInfo // what the broker said it is, read once by subscribe
-	consumers []*consumer
-	failed    chan error // a consumer whose deliveries ended unasked
-	overdue   overdueSet // messages whose handler ran past the handler timeout
-	refused   refusals   // the broker's refusals of consumers' connections for now (refusals.go)
-	stop      *stop
-	running   sync.WaitGroup // every goroutine below
+	broker     brokerInfo // what the broker said it is, read once by subscribe
+	consumers  []*consumer
+	failed     chan error // a consumer whose deliveries ended unasked
+	overdue    overdueSet // messages whose handler ran past the handler timeout
+	refused    refusals   // the broker's refusals of consumers' connections for now (refusals.go)
+	delayWatch delayWatch // asks for the delay queues' layout to be checked now (delays_watch.go)
+	stop       *stop
+	running    sync.WaitGroup // every goroutine below
 
 	handlerCtx     context.Context // handlers run under it; cancelled when the stop cuts them off
 	cancelHandlers context.CancelFunc

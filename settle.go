@@ -121,6 +121,7 @@ func (c *consumer) conclude(d transport.Delivery, m *Message, v settling, r publ
 			"Declare them: acemq topology --delays --apply, or run the server with declare on",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("level", level), zap.Stringer("wait", v.copy.delay))
 		c.redeclare(level)
+		c.e.noticeDelayMissing(level)
 		c.settle(d, m, v.instead(v.inProcessInstead(c.q.name)))
 	case r == copyUnknown || r == copyBlocked:
 		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", c.hopFields(m, v.verdict)...)
