@@ -401,8 +401,6 @@ func (e *env) watch(c transport.Transport, queues []string, routes []delay.Route
 // lateBy, once. Those due later must not have arrived.
 func (e *env) arriveInTime(c transport.Transport, l layout, w *watch, cs []levelCase, queues []string, routes []delay.Route, published []time.Time) {
 	t := e.t
-	// A few milliseconds of the broker's rounding to whole milliseconds.
-	const skew = 5 * time.Millisecond
 	for range w.cases {
 		a := <-w.got
 		tc, r := cs[a.i], routes[a.i]
