@@ -29,25 +29,51 @@ const maxDelayPeek = 1000
 const countWarning = 10
 
 type delaysOut struct {
-	Now           time.Time       `json:"now"` // the clock the due times are read against
-	Broker        string          `json:"broker,omitempty"`
-	Waiting       int             `json:"waiting"` // ready messages on the levels
-	Levels        []delayQueueOut `json:"levels"`
-	Undeliverable delayQueueOut   `json:"undeliverable"`
-	Missing       []string        `json:"missing"` // queues of the layout that do not exist
-	Peek          *delayPeekOut   `json:"peek,omitempty"`
+	Now    time.Time `json:"now"` // the clock the due times are read against
+	Broker string    `json:"broker,omitempty"`
+	// Waiting is the ready messages on the levels, DeadLettering those
+	// the levels hold waiting to be dead-lettered (null when they cannot
+	// be seen), Unacked those taken and not yet settled (null likewise).
+	Waiting       int  `json:"waiting"`
+	DeadLettering *int `json:"dead_lettering"`
+	Unacked       *int `json:"unacked"`
+	// Total is every message seen on every queue of the layout, by every
+	// count: what must be 0 before any of them is deleted. While Unseen
+	// is set it is a floor, not the total.
+	Total int `json:"total"`
+	// Unseen says which counts could not be read, and why.
+	Unseen          string          `json:"unseen,omitempty"`
+	Management      string          `json:"management,omitempty"`
+	ManagementError string          `json:"management_error,omitempty"`
+	Levels          []delayQueueOut `json:"levels"`
+	Undeliverable   delayQueueOut   `json:"undeliverable"`
+	Missing         []string        `json:"missing"` // queues of the layout that do not exist
+	// MissingExchanges are the layout's exchanges that do not exist (as
+	// the management API lists them; empty without it).
+	MissingExchanges []string      `json:"missing_exchanges"`
+	Peek             *delayPeekOut `json:"peek,omitempty"`
 }
 
-// delayQueueOut is one queue of the layout, as a passive declare sees it.
+// delayQueueOut is one queue of the layout: its ready messages and
+// consumers as a passive declare sees them, the rest as the management
+// API last sampled them.
 type delayQueueOut struct {
 	Level     *int   `json:"level,omitempty"` // absent for the undeliverable queue
 	Queue     string `json:"queue"`
 	Wait      string `json:"wait,omitempty"`
 	WaitMS    int64  `json:"wait_ms,omitempty"`
-	Messages  int    `json:"messages"`
+	Messages  int    `json:"messages"` // ready
 	Consumers int    `json:"consumers"`
-	Missing   bool   `json:"missing,omitempty"`
-	Peeked    *int   `json:"peeked,omitempty"` // with --peek: how many were read
+	// Unacked and DeadLettering (the management API's
+	// messages_unacknowledged and messages_dlx) are absent when they
+	// cannot be seen: no management API, or NotSampledYet.
+	Unacked       *int `json:"unacked,omitempty"`
+	DeadLettering *int `json:"dead_lettering,omitempty"`
+	// NotSampledYet: the management API lists the queue but has not
+	// sampled its counts yet (declared in the last few seconds).
+	NotSampledYet bool `json:"not_sampled_yet,omitempty"`
+	Missing       bool `json:"missing,omitempty"`
+	Peeked        *int `json:"peeked,omitempty"` // with --peek: how many were read
 }
 
 type delayPeekOut struct {
@@ -81,14 +107,23 @@ type destinationOut struct {
 // level holds, how many are due and stuck, and, with --peek, for whom and
 // when they are due.
 func (a *app) delays(args []string) int {
-	fs, asJSON, url := a.flags("delays", "[--peek N] [--url URL]",
+	fs, asJSON, url := a.flags("delays", "[--peek N] [--management URL] [--url URL]",
 		`Shows what waits on the delay queues of the vhost (`+delay.Prefix+`): the
-messages on each of the 28 level queues, with the wait of each, counted by a
-passive declare that touches no message; and the depth of
+messages on each of the 28 level queues, with the wait of each, and on
 `+delay.Undeliverable+`, where a due message waits when its destination
 queue did not exist when it was due (a server sends those round again every
-10s). A queue of the layout that does not exist is shown missing, and the
-exit status is then 1: acemq topology --delays --apply declares them.
+10s). Ready messages are counted by a passive declare, which touches no
+message. A level also holds messages waiting to be dead-lettered, neither
+ready nor unacked: when the level below is full (a max-length policy) or
+its exchange is missing, the level keeps what expired and RabbitMQ offers
+it again about every 3 minutes. Only RabbitMQ's management API counts
+those (messages_dlx), and unacked ones: delays reads it at --management, as
+acemq status does (by default the broker's host on port 15672, with the
+URL's user, who needs the monitoring tag), and says so plainly when it
+cannot. Never delete a delay queue that is not empty by every count.
+
+A queue or exchange of the layout that does not exist is shown missing, and
+the exit status is then 1: acemq topology --delays --apply declares them.
 
 With --peek N it also reads, with basic.get, up to N messages of each level
 queue and of `+delay.Undeliverable+`, and shows for each
@@ -115,6 +150,7 @@ Examples:
   acemq delays --peek 20 --json
 `, true)
 	peekN := fs.Int("peek", 0, fmt.Sprintf("read up to this many messages of each queue (1 to %d) and show them by destination; 0: none", maxDelayPeek))
+	management := fs.String("management", "", "the management API, http://host:15672 (default: the broker's host, or $"+EnvManagement+")")
 	if code, done := a.parse(fs, args); done {
 		return code
 	}
@@ -127,7 +163,7 @@ Examples:
 	}
 	defer t.Close()
 	now := clockOf(t)()
-	out := delaysOut{Now: now.UTC(), Levels: []delayQueueOut{}, Missing: []string{}}
+	out := delaysOut{Now: now.UTC(), Levels: []delayQueueOut{}, Missing: []string{}, MissingExchanges: []string{}}
 	levelsNote := ""
 	if v, ok := t.(transport.Versioned); ok {
 		product, version, err := v.BrokerVersion(a.ctx)
@@ -152,6 +188,9 @@ Examples:
 	if err := a.inspectDelay(t, &out.Undeliverable, &out); err != nil {
 		return a.fail(fs, err)
 	}
+	if code, ok := a.countUnseen(fs, *management, &out); !ok {
+		return code
+	}
 	if *peekN > 0 {
 		p, err := a.peekDelays(t, &out, *peekN, levelsNote)
 		out.Peek = p
@@ -164,10 +203,15 @@ Examples:
 	} else {
 		a.printDelays(out)
 	}
-	if len(out.Missing) > 0 {
-		what := fmt.Sprintf("%d of the delay queues do not exist (%s ...)", len(out.Missing), out.Missing[0])
-		if len(out.Missing) == delay.Levels+1 {
+	if len(out.Missing) > 0 || len(out.MissingExchanges) > 0 {
+		var what string
+		switch {
+		case len(out.Missing) == delay.Levels+1:
 			what = "the delay queues are not declared on this vhost"
+		case len(out.Missing) > 0:
+			what = fmt.Sprintf("%d of the delay queues do not exist (%s ...)", len(out.Missing), out.Missing[0])
+		default:
+			what = fmt.Sprintf("%d of the delay exchanges do not exist (%s ...)", len(out.MissingExchanges), out.MissingExchanges[0])
 		}
 		fmt.Fprintf(a.stderr, "%s: %s; declare them with: acemq topology --delays --apply\n", fs.Name(), what)
 		return exitError
@@ -318,19 +362,23 @@ func (a *app) printDelays(out delaysOut) {
 	if out.Broker != "" {
 		on += " (" + out.Broker + ")"
 	}
-	fmt.Fprintf(a.stdout, "%s on %s: %d waiting, %d undeliverable\n\n", delay.Prefix, on, out.Waiting, out.Undeliverable.Messages)
+	a.printCounts(on, out)
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	header := "LEVEL\tQUEUE\tWAIT\tMESSAGES"
+	header := "LEVEL\tQUEUE\tWAIT\tREADY\tUNACKED\tDEAD-LETTERING"
 	if out.Peek != nil {
 		header += "\tPEEKED"
 	}
 	fmt.Fprintln(tw, header)
+	unseen := "unknown"
+	if out.ManagementError == "" {
+		unseen = notSampledYet
+	}
 	row := func(level string, q delayQueueOut) {
-		messages := strconv.Itoa(q.Messages)
+		ready, unacked, dl := strconv.Itoa(q.Messages), seenCount(q.Unacked, unseen), seenCount(q.DeadLettering, unseen)
 		if q.Missing {
-			messages = "missing"
+			ready, unacked, dl = "missing", "-", "-"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s", level, q.Queue, orDash(q.Wait), messages)
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", level, q.Queue, orDash(q.Wait), ready, unacked, dl)
 		if out.Peek != nil {
 			peeked := "-"
 			if q.Peeked != nil {
@@ -351,6 +399,7 @@ func (a *app) printDelays(out delaysOut) {
 			consumed = append(consumed, fmt.Sprintf("%s (%d)", q.Queue, q.Consumers))
 		}
 	}
+	a.printHeld(out)
 	if len(consumed) > 0 {
 		fmt.Fprintf(a.stdout, "\nwarning: consumers on %s: nothing should consume from the delay queues; a consumer there takes waiting messages before they are due\n", strings.Join(consumed, ", "))
 	}
@@ -395,6 +444,14 @@ func (a *app) printDestinations(now time.Time, title string, list []destinationO
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, messages, dueText(now, d.Earliest), dueText(now, d.Latest))
 	}
 	_ = tw.Flush()
+}
+
+// seenCount writes a count, or unseen when it could not be read.
+func seenCount(n *int, unseen string) string {
+	if n == nil {
+		return unseen
+	}
+	return strconv.Itoa(*n)
 }
 
 // dueText writes a due time and how far it is from now: "2026-12-01

@@ -108,19 +108,20 @@ func TestDelaysCommand(t *testing.T) {
 	t.Parallel()
 	b := delaysBroker(t)
 	before, _ := levelCounts(b)
-	code, out, errOut := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://ops:hunter2@rabbit.internal/prod")
+	mgmt := newMemoryManagement(t, b, "prod")
+	code, out, errOut := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://ops:hunter2@rabbit.internal/prod", "--management", mgmt.URL)
 	if code != 0 || errOut != "" {
 		t.Fatalf("status %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"acemq.delay.v1 on amqp://ops:xxxxx@rabbit.internal/prod (RabbitMQ 4.1.2): 3 waiting, 1 undeliverable\n\n",
-		"LEVEL  QUEUE                         WAIT          MESSAGES\n",
-		"00     acemq.delay.v1.00             125ms         0\n",
-		"01     acemq.delay.v1.01             250ms         1\n",
-		"05     acemq.delay.v1.05             4s            1\n",
-		"14     acemq.delay.v1.14             34m8s         1\n",
-		"27     acemq.delay.v1.27             194d4h20m16s  0\n",
-		"-      acemq.delay.v1.undeliverable  -             1\n",
+		"acemq.delay.v1 on amqp://ops:xxxxx@rabbit.internal/prod (RabbitMQ 4.1.2): 3 waiting, 0 waiting to be dead-lettered, 1 undeliverable: 4 in all\n\n",
+		"LEVEL  QUEUE                         WAIT          READY  UNACKED  DEAD-LETTERING\n",
+		"00     acemq.delay.v1.00             125ms         0      0        0\n",
+		"01     acemq.delay.v1.01             250ms         1      0        0\n",
+		"05     acemq.delay.v1.05             4s            1      0        0\n",
+		"14     acemq.delay.v1.14             34m8s         1      0        0\n",
+		"27     acemq.delay.v1.27             194d4h20m16s  0      0        0\n",
+		"-      acemq.delay.v1.undeliverable  -             1      0        0\n",
 		"1 due, but their destination queue did not exist when they were due",
 	} {
 		if !strings.Contains(out, want) {
@@ -134,7 +135,7 @@ func TestDelaysCommand(t *testing.T) {
 		t.Errorf("levels %v, then %v, delivery counts %v: a look without --peek touched them", before, after, counts)
 	}
 
-	code, out, _ = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--json")
+	code, out, _ = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--json")
 	var got delaysOut
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("%d %v\n%s", code, err, out)
@@ -151,17 +152,17 @@ func TestDelaysCommand(t *testing.T) {
 func TestDelaysPeek(t *testing.T) {
 	t.Parallel()
 	b := delaysBroker(t)
-	code, out, errOut := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--peek", "10")
+	code, out, errOut := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--peek", "10")
 	if code != 0 || errOut != "" {
 		t.Fatalf("status %d\n%s%s", code, out, errOut)
 	}
 	now := b.Clock().Now().UTC()
 	at := func(d time.Duration) string { return now.Add(d).Format("2006-01-02 15:04:05.000Z") }
 	for _, want := range []string{
-		"LEVEL  QUEUE                         WAIT          MESSAGES  PEEKED\n",
-		"00     acemq.delay.v1.00             125ms         0         0\n",
-		"05     acemq.delay.v1.05             4s            1         1\n",
-		"-      acemq.delay.v1.undeliverable  -             1         1\n",
+		"LEVEL  QUEUE                         WAIT          READY  UNACKED  DEAD-LETTERING  PEEKED\n",
+		"00     acemq.delay.v1.00             125ms         0      0        0               0\n",
+		"05     acemq.delay.v1.05             4s            1      0        0               1\n",
+		"-      acemq.delay.v1.undeliverable  -             1      0        0               1\n",
 		"peeked 4 (at most 10 from each queue) and gave them all back: none consumed, but on a quorum queue each one's delivery count is now one higher\n",
 		"waiting on the levels, by destination:\n" +
 			"DESTINATION  MESSAGES  EARLIEST DUE                         LATEST DUE\n" +
@@ -184,7 +185,7 @@ func TestDelaysPeek(t *testing.T) {
 		}
 	}
 
-	code, out, _ = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--peek", "10", "--json")
+	code, out, _ = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--peek", "10", "--json")
 	var got delaysOut
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Peek == nil {
 		t.Fatalf("%d %v\n%s", code, err, out)
@@ -212,7 +213,7 @@ func TestDelaysPeekLimit(t *testing.T) {
 	for i := range 5 {
 		scheduleOn(t, conn, b.Clock().Now(), "orders", 2*time.Second, fmt.Sprint("o-", i)) // n = 16: level 04
 	}
-	code, out, _ := cli(t, asRabbitMQ(b, "4.0.5"), "delays", "--url", "amqp://x", "--peek", "2", "--json")
+	code, out, _ := cli(t, asRabbitMQ(b, "4.0.5"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--peek", "2", "--json")
 	var got delaysOut
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Peek == nil {
 		t.Fatalf("%d %v\n%s", code, err, out)
@@ -247,9 +248,9 @@ func TestDelaysPeekLeavesLevelsWhereReturnsGoBack(t *testing.T) {
 			t.Parallel()
 			b := delaysBroker(t)
 			before, _ := levelCounts(b)
-			code, out, _ := cli(t, c.dial(b), "delays", "--url", "amqp://x", "--peek", "10")
+			code, out, _ := cli(t, c.dial(b), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--peek", "10")
 			if code != 0 || !strings.Contains(out, "the level queues were not peeked: "+c.says) ||
-				!strings.Contains(out, "05     acemq.delay.v1.05             4s            1         -\n") ||
+				!strings.Contains(out, "05     acemq.delay.v1.05             4s            1      0        0               -\n") ||
 				!strings.Contains(out, "gone         1") || strings.Contains(out, "waiting on the levels") {
 				t.Errorf("status %d\n%s", code, out)
 			}
@@ -284,7 +285,7 @@ func TestDelaysForeignMessages(t *testing.T) {
 			t.Fatal(c, err)
 		}
 	}
-	code, out, _ := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--peek", "5")
+	code, out, _ := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--peek", "5")
 	for _, want := range []string{
 		"DESTINATION                MESSAGES                   EARLIEST DUE  LATEST DUE\n" +
 			"(not a delay routing key)  1 (1 without x-acemq-due)  -             -\n" +
@@ -298,7 +299,7 @@ func TestDelaysForeignMessages(t *testing.T) {
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("an escape reached the terminal:\n%q", out)
 	}
-	code, out, _ = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--peek", "5", "--json")
+	code, out, _ = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--peek", "5", "--json")
 	var got delaysOut
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Peek == nil || len(got.Peek.Waiting) != 3 {
 		t.Fatalf("%d %v\n%s", code, err, out)
@@ -313,16 +314,16 @@ func TestDelaysForeignMessages(t *testing.T) {
 // deleted, is a failure that names the command that declares them.
 func TestDelaysMissing(t *testing.T) {
 	t.Parallel()
-	_, none := memoryBroker(t, "orders")
-	code, out, errOut := cli(t, none, "delays", "--url", "amqp://x")
+	nb, none := memoryBroker(t, "orders")
+	code, out, errOut := cli(t, none, "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, nb, "/").URL)
 	if code != 1 || !strings.Contains(errOut, "the delay queues are not declared on this vhost; declare them with: acemq topology --delays --apply") ||
-		!strings.Contains(out, "00     acemq.delay.v1.00             125ms         missing\n") {
+		!strings.Contains(out, "00     acemq.delay.v1.00             125ms         missing  -        -\n") {
 		t.Errorf("status %d\n%s%s", code, out, errOut)
 	}
 	b := memory.New()
 	withDelays(t, b)
 	b.DeleteQueue(delay.Level(3))
-	code, out, errOut = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--json")
+	code, out, errOut = cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL, "--json")
 	var got delaysOut
 	if err := json.Unmarshal([]byte(out), &got); code != 1 || err != nil || strings.Join(got.Missing, " ") != delay.Level(3) || !got.Levels[3].Missing ||
 		!strings.Contains(errOut, "1 of the delay queues do not exist (acemq.delay.v1.03 ...)") {
@@ -339,7 +340,7 @@ func TestDelaysConsumerWarning(t *testing.T) {
 	if _, err := conn.Consume(context.Background(), delay.Level(2), transport.ConsumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x")
+	code, out, _ := cli(t, asRabbitMQ(b, "4.1.2"), "delays", "--url", "amqp://x", "--management", newMemoryManagement(t, b, "/").URL)
 	if code != 0 || !strings.Contains(out, "warning: consumers on acemq.delay.v1.02 (1)") {
 		t.Errorf("status %d\n%s", code, out)
 	}
@@ -370,3 +371,104 @@ func TestSpanAndDue(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// heldBroker holds one message for orders on level 01 waiting to be
+// dead-lettered: due to move down to level 00, whose exchange was
+// deleted, so level 01 keeps it, neither ready nor unacked.
+func heldBroker(t *testing.T) *memory.Broker {
+	t.Helper()
+	b := memory.New()
+	withDelays(t, b, "orders")
+	conn := b.Connect()
+	t.Cleanup(func() { conn.Close() })
+	scheduleOn(t, conn, b.Clock().Now(), "orders", 3*delay.Unit, "o-held") // level 01, then 00
+	b.DeleteExchange(delay.Level(0))
+	b.Clock().Advance(2 * delay.Unit)
+	if b.DeadLettering(delay.Level(1)) != 1 || b.Depth(delay.Level(1)) != 0 {
+		t.Fatalf("level 01: %d waiting to be dead-lettered, %d ready; want 1, 0", b.DeadLettering(delay.Level(1)), b.Depth(delay.Level(1)))
+	}
+	return b
+}
+
+// TestDelaysDeadLettering: a message a level holds to be dead-lettered is
+// counted, from the management API, in its row, in the headline and in
+// the total, and explained; the missing exchange that holds it up is
+// named, with the command that declares it, and the exit status is 1.
+func TestDelaysDeadLettering(t *testing.T) {
+	t.Parallel()
+	b := heldBroker(t)
+	mgmt := newMemoryManagement(t, b, "prod")
+	code, out, errOut := cli(t, asRabbitMQ(b, "3.10.8"), "delays", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", mgmt.URL)
+	for _, want := range []string{
+		"(RabbitMQ 3.10.8): 0 waiting, 1 waiting to be dead-lettered, 0 undeliverable: 1 in all\n\n",
+		"01     acemq.delay.v1.01             250ms         0      0        1\n",
+		"missing exchanges: acemq.delay.v1.00. A delayed publish to a missing level is refused",
+		"1 waiting to be dead-lettered on acemq.delay.v1.01 (1): they are due to move down a level, but the level below is full (a max-length policy) or its exchange is missing",
+		"RabbitMQ offers them again about every 3 minutes",
+		"Never delete a delay queue that is not empty by every count.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if code != 1 || !strings.Contains(errOut, "1 of the delay exchanges do not exist (acemq.delay.v1.00 ...); declare them with: acemq topology --delays --apply") {
+		t.Errorf("status %d, stderr %s", code, errOut)
+	}
+
+	code, out, _ = cli(t, asRabbitMQ(b, "3.10.8"), "delays", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", mgmt.URL, "--json")
+	var got delaysOut
+	if err := json.Unmarshal([]byte(out), &got); code != 1 || err != nil {
+		t.Fatalf("%d %v\n%s", code, err, out)
+	}
+	if got.Waiting != 0 || got.DeadLettering == nil || *got.DeadLettering != 1 || got.Unacked == nil || *got.Unacked != 0 || got.Total != 1 || got.Unseen != "" ||
+		*got.Levels[1].DeadLettering != 1 || strings.Join(got.MissingExchanges, " ") != delay.Level(0) || len(got.Missing) != 0 || got.Management != mgmt.URL {
+		t.Errorf("%s", out)
+	}
+}
+
+// TestDelaysCannotSeeDeadLettering: without the management API, delays
+// says plainly that what waits to be dead-lettered cannot be seen, shows
+// those counts as unknown (not 0) and calls its total a floor; a level the
+// API has not sampled yet says so.
+func TestDelaysCannotSeeDeadLettering(t *testing.T) {
+	t.Parallel()
+	b := heldBroker(t)
+	addr := closedPort(t)
+	code, out, _ := cli(t, asRabbitMQ(b, "3.10.8"), "delays", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", "http://"+addr)
+	for _, want := range []string{
+		"(RabbitMQ 3.10.8): 0 waiting, 0 undeliverable: at least 0 in all\n",
+		"messages waiting to be dead-lettered and unacked ones cannot be seen without the management API (the management plugin is not reachable at http://" + addr,
+		"so a level that shows 0 may still hold messages",
+		"01     acemq.delay.v1.01             250ms         0      unknown  unknown\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Errorf("status %d", code)
+	}
+	code, out, _ = cli(t, asRabbitMQ(b, "3.10.8"), "delays", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", "http://"+addr, "--json")
+	var got delaysOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("%d %v\n%s", code, err, out)
+	}
+	if got.DeadLettering != nil || got.Unacked != nil || got.Levels[1].DeadLettering != nil || got.Unseen == "" || !strings.Contains(got.ManagementError, "not reachable") {
+		t.Errorf("%s", out)
+	}
+
+	mgmt := newMemoryManagement(t, b, "prod")
+	mgmt.unsample(delay.Level(1))
+	code, out, _ = cli(t, asRabbitMQ(b, "3.10.8"), "delays", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", mgmt.URL)
+	for _, want := range []string{
+		"0 waiting, 0 undeliverable: at least 0 in all\nthe management API has not sampled 1 delay queue yet",
+		"01     acemq.delay.v1.01             250ms         0      not sampled yet  not sampled yet\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if code != 1 { // the exchange is still missing
+		t.Errorf("status %d", code)
+	}
+}

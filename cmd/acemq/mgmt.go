@@ -25,19 +25,36 @@ const EnvManagement = "ACEMQ_MANAGEMENT_URL"
 
 // mgmtQueue is one queue as the management plugin's HTTP API reports it
 // (GET /api/queues/{vhost}). The counts are the plugin's last sample, at
-// most a few seconds old (collect_statistics_interval, 5s by default).
+// most a few seconds old (collect_statistics_interval, 5s by default); a
+// queue declared since the last sample is listed without them (see
+// sampled).
 type mgmtQueue struct {
-	Name      string `json:"name"`
-	Type      string `json:"type"`
-	State     string `json:"state"`
-	Messages  *int   `json:"messages"`
-	Ready     *int   `json:"messages_ready"`
-	Unacked   *int   `json:"messages_unacknowledged"`
-	Consumers *int   `json:"consumers"`
-	Stats     *struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	State    string `json:"state"`
+	Messages *int   `json:"messages"`
+	Ready    *int   `json:"messages_ready"`
+	Unacked  *int   `json:"messages_unacknowledged"`
+	// DeadLettering is a quorum queue's messages waiting to be
+	// dead-lettered at least once (x-dead-letter-strategy at-least-once):
+	// expired or rejected, but their dead-letter target was full or
+	// missing, so the queue keeps them, neither ready nor unacked, and
+	// RabbitMQ offers them again about every 3 minutes
+	// (dead_letter_worker_publisher_confirm_timeout). RabbitMQ 3.10.8 counts
+	// them in messages too. Absent for classic queues.
+	DeadLettering *int `json:"messages_dlx"`
+	Consumers     *int `json:"consumers"`
+	Stats         *struct {
 		Publish    *mgmtRate `json:"publish_details"`
 		DeliverGet *mgmtRate `json:"deliver_get_details"`
 	} `json:"message_stats"`
+}
+
+// sampled reports whether the plugin has sampled q's counts yet: it lists
+// a queue as soon as it is declared, without any count until its next
+// sample (about 5 s later), and a missing count is then no zero.
+func (q mgmtQueue) sampled() bool {
+	return q.Messages != nil || q.Ready != nil || q.Unacked != nil || q.DeadLettering != nil
 }
 
 type mgmtRate struct {
@@ -129,6 +146,29 @@ func (c *mgmtClient) queues(ctx context.Context, vhost string) ([]mgmtQueue, err
 		all = append(all, p.Items...)
 		if page >= p.PageCount {
 			return all, nil
+		}
+	}
+}
+
+// exchanges names every exchange of vhost, a page of 500 at a time.
+func (c *mgmtClient) exchanges(ctx context.Context, vhost string) ([]string, error) {
+	var names []string
+	for page := 1; ; page++ {
+		var p struct {
+			Items []struct {
+				Name string `json:"name"`
+			} `json:"items"`
+			PageCount int `json:"page_count"`
+		}
+		path := "/api/exchanges/" + url.PathEscape(vhost)
+		if err := c.get(ctx, path, url.Values{"page": {strconv.Itoa(page)}, "page_size": {"500"}}, &p); err != nil {
+			return nil, err
+		}
+		for _, x := range p.Items {
+			names = append(names, x.Name)
+		}
+		if page >= p.PageCount {
+			return names, nil
 		}
 	}
 }

@@ -31,20 +31,29 @@ const (
 
 // queueStat is one queue as status shows it. What the source does not
 // report is absent (nil): a passive declare gives ready messages and
-// consumers only.
+// consumers only, and the management API gives no count of a queue it has
+// not sampled yet (NotSampledYet).
 type queueStat struct {
-	Name        string   `json:"name"`
-	Role        string   `json:"role"`
-	Missing     bool     `json:"missing,omitempty"` // named, or implied by its family, and not there
-	Type        string   `json:"type,omitempty"`    // classic, quorum, stream
-	State       string   `json:"state,omitempty"`   // running, idle, down...
-	Messages    *int     `json:"messages,omitempty"`
-	Ready       *int     `json:"ready,omitempty"`
-	Unacked     *int     `json:"unacked,omitempty"`
-	Consumers   *int     `json:"consumers,omitempty"`
-	PublishRate *float64 `json:"publish_per_second,omitempty"`
-	DeliverRate *float64 `json:"deliver_per_second,omitempty"`
-	rungWait    time.Duration
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Missing bool   `json:"missing,omitempty"` // named, or implied by its family, and not there
+	Type    string `json:"type,omitempty"`    // classic, quorum, stream
+	State   string `json:"state,omitempty"`   // running, idle, down...
+	// NotSampledYet: the management API lists the queue but has not
+	// sampled its counts yet (a queue declared in the last few seconds):
+	// its counts are unknown, not zero.
+	NotSampledYet bool `json:"not_sampled_yet,omitempty"`
+	Messages      *int `json:"messages,omitempty"`
+	Ready         *int `json:"ready,omitempty"`
+	Unacked       *int `json:"unacked,omitempty"`
+	// DeadLettering is a quorum queue's messages waiting to be
+	// dead-lettered (the management API's messages_dlx): neither ready nor
+	// unacked, held until their dead-letter target takes them.
+	DeadLettering *int     `json:"dead_lettering,omitempty"`
+	Consumers     *int     `json:"consumers,omitempty"`
+	PublishRate   *float64 `json:"publish_per_second,omitempty"`
+	DeliverRate   *float64 `json:"deliver_per_second,omitempty"`
+	rungWait      time.Duration
 }
 
 // service is a work queue and what acemq declares beside it.
@@ -54,13 +63,17 @@ type service struct {
 }
 
 type statusOut struct {
-	Vhost           string      `json:"vhost"`
-	Source          string      `json:"source"` // "management API" or "passive declares"
-	Management      string      `json:"management"`
-	ManagementError string      `json:"management_error,omitempty"`
-	Services        []service   `json:"services"`
-	Delays          []queueStat `json:"delay_queues,omitempty"`
-	Other           []string    `json:"other_queues,omitempty"` // in the vhost, not acemq's
+	Vhost           string `json:"vhost"`
+	Source          string `json:"source"` // "management API" or "passive declares"
+	Management      string `json:"management"`
+	ManagementError string `json:"management_error,omitempty"`
+	// Unseen says which counts the source cannot give (passive declares
+	// give no unacked messages, nor those waiting to be dead-lettered):
+	// a queue shown with none of them may still hold messages.
+	Unseen   string      `json:"unseen,omitempty"`
+	Services []service   `json:"services"`
+	Delays   []queueStat `json:"delay_queues,omitempty"`
+	Other    []string    `json:"other_queues,omitempty"` // in the vhost, not acemq's
 }
 
 // status shows every acemq queue of a vhost: the management API lists
@@ -143,6 +156,7 @@ Example:
 		err = a.explainTLS(fs, err)
 	}
 	out.Source, out.ManagementError = "passive declares", a.redact(err.Error())
+	out.Unseen = unseenByDeclare
 	var me *mgmtError
 	if errors.As(err, &me) && strings.HasPrefix(me.what, "the management plugin is not reachable") {
 		out.ManagementError += ": enable it with rabbitmq-plugins enable rabbitmq_management"
@@ -165,8 +179,16 @@ Example:
 	return a.printStatus(out, *asJSON)
 }
 
+// unseenByDeclare is what a passive declare cannot count.
+const unseenByDeclare = "unacked messages and messages waiting to be dead-lettered (a quorum queue's messages_dlx) cannot be seen without the management API: a queue with 0 ready may still hold messages"
+
 func fromManagement(q mgmtQueue) queueStat {
-	s := queueStat{Name: q.Name, Type: q.Type, State: q.State, Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}
+	s := queueStat{Name: q.Name, Type: q.Type, State: q.State, NotSampledYet: !q.sampled(),
+		Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, DeadLettering: q.DeadLettering, Consumers: q.Consumers}
+	if s.DeadLettering == nil && q.Type == "classic" && q.sampled() {
+		zero := 0 // a classic queue dead-letters at most once: it holds nothing back
+		s.DeadLettering = &zero
+	}
 	if q.Stats != nil {
 		if q.Stats.Publish != nil {
 			s.PublishRate = &q.Stats.Publish.Rate
@@ -368,14 +390,20 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tUNACKED\tCONSUMERS\tIN/S\tOUT/S\tSTATE")
+	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tUNACKED\tDEAD-LETTERING\tCONSUMERS\tIN/S\tOUT/S\tSTATE")
+	var notes statusNotes
 	row := func(indent string, q queueStat) {
-		if q.Missing {
-			fmt.Fprintf(tw, "%s%s\t-\t-\t-\t-\t-\t-\tmissing\n", indent, escape.String(q.Name))
-			return
+		notes.add(q)
+		switch {
+		case q.Missing:
+			fmt.Fprintf(tw, "%s%s\t-\t-\t-\t-\t-\t-\t-\tmissing\n", indent, escape.String(q.Name))
+		case q.NotSampledYet:
+			fmt.Fprintf(tw, "%s%s\t%s\t\t\t\t%s\t%s\t%s\t%s\n", indent, escape.String(q.Name), notSampledYet,
+				count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
+		default:
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, escape.String(q.Name), count(q.Messages), count(q.Ready), count(q.Unacked),
+				count(q.DeadLettering), count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, escape.String(q.Name), count(q.Messages), count(q.Ready), count(q.Unacked),
-			count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
 	}
 	for _, s := range out.Services {
 		for i, q := range s.Queues {
@@ -387,34 +415,92 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 		}
 	}
 	if len(out.Delays) > 0 {
-		var total queueStat
-		total.Name = delay.Prefix + ".*"
-		var levels int
-		for _, q := range out.Delays {
-			if q.Role == roleDelayLevel && !q.Missing {
-				levels++
-				total.Messages, total.Ready, total.Unacked = plus(total.Messages, q.Messages), plus(total.Ready, q.Ready), plus(total.Unacked, q.Unacked)
-			}
+		t := delayTotal(out.Delays)
+		state := plural(t.levels, "level")
+		if t.unsampled > 0 {
+			state += fmt.Sprintf(", %d %s", t.unsampled, notSampledYet)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", total.Name, count(total.Messages), count(total.Ready), count(total.Unacked), plural(levels, "level"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", delay.Prefix+".*", count(t.Messages), count(t.Ready), count(t.Unacked), count(t.DeadLettering), state)
 		for _, q := range out.Delays {
-			if q.Role == roleUndeliverable || q.Missing || waiting(q) {
+			if q.Role == roleUndeliverable || q.Missing || q.NotSampledYet || waiting(q) {
 				row("  ", q)
 			}
 		}
 	}
 	_ = tw.Flush()
+	notes.print(a, out)
 	return exitOK
+}
+
+// notSampledYet stands in a queue's counts while the management API has
+// not sampled them: unknown, which "-" or a blank would pass for none.
+const notSampledYet = "not sampled yet"
+
+// delayLevels is the delay levels' counts added up, as far as the source
+// gives them.
+type delayLevels struct {
+	queueStat
+	levels    int // levels there
+	unsampled int // of which the management API has not sampled yet
+}
+
+func delayTotal(delays []queueStat) delayLevels {
+	var t delayLevels
+	for _, q := range delays {
+		if q.Role != roleDelayLevel || q.Missing {
+			continue
+		}
+		t.levels++
+		if q.NotSampledYet {
+			t.unsampled++
+			continue
+		}
+		t.Messages, t.Ready, t.Unacked, t.DeadLettering = plus(t.Messages, q.Messages), plus(t.Ready, q.Ready), plus(t.Unacked, q.Unacked), plus(t.DeadLettering, q.DeadLettering)
+	}
+	return t
+}
+
+// statusNotes gathers what the table's numbers need said under them.
+type statusNotes struct {
+	deadLettering []string // queues holding messages waiting to be dead-lettered
+	held          int
+	unsampled     int
+}
+
+func (n *statusNotes) add(q queueStat) {
+	if q.NotSampledYet {
+		n.unsampled++
+	}
+	if q.DeadLettering != nil && *q.DeadLettering > 0 {
+		n.deadLettering = append(n.deadLettering, escape.String(q.Name))
+		n.held += *q.DeadLettering
+	}
+}
+
+func (n *statusNotes) print(a *app, out statusOut) {
+	if len(n.deadLettering) > 0 {
+		fmt.Fprintf(a.stdout, "\n%s waiting to be dead-lettered on %s: their dead-letter target was full or missing, so the queue keeps them, "+
+			"neither ready nor unacked, and RabbitMQ offers them again about every 3 minutes. Never delete a queue that is not empty by every count.\n",
+			plural(n.held, "message"), strings.Join(n.deadLettering, ", "))
+	}
+	if n.unsampled > 0 {
+		fmt.Fprintf(a.stdout, "\n%s %s: the management API lists a queue at once and samples its counts every few seconds (collect_statistics_interval); run status again.\n",
+			plural(n.unsampled, "queue"), notSampledYet)
+	}
+	if out.Unseen != "" {
+		fmt.Fprintf(a.stdout, "\n%s.\n", out.Unseen)
+	}
 }
 
 // waiting reports whether a delay level holds messages, as far as the
 // source says.
 func waiting(q queueStat) bool {
-	n := q.Messages
-	if n == nil {
-		n = q.Ready
+	for _, n := range []*int{q.Messages, q.Ready, q.Unacked, q.DeadLettering} {
+		if n != nil && *n > 0 {
+			return true
+		}
 	}
-	return n != nil && *n > 0
+	return false
 }
 
 func plus(a, b *int) *int {

@@ -12,11 +12,15 @@ import (
 
 // cannedQueues is GET /api/queues/prod as RabbitMQ 3.10 answers it, cut to
 // the fields status reads: two services, one with rungs and an orphan
-// .dlq, the delay queues, and queues that are not acemq's.
+// .dlq, the delay queues (level 03 holding two messages waiting to be
+// dead-lettered, which RabbitMQ 3.10.8 counts in messages), and queues
+// that are not acemq's. payments is listed before its first sample, with
+// no count.
 const cannedQueues = `[
- {"name":"acemq.delay.v1.00","type":"quorum","state":"running","messages":0,"messages_ready":0,"messages_unacknowledged":0,"consumers":0},
- {"name":"acemq.delay.v1.07","type":"quorum","state":"running","messages":3,"messages_ready":3,"messages_unacknowledged":0,"consumers":0},
- {"name":"acemq.delay.v1.undeliverable","type":"quorum","state":"running","messages":1,"messages_ready":1,"messages_unacknowledged":0,"consumers":0},
+ {"name":"acemq.delay.v1.00","type":"quorum","state":"running","messages":0,"messages_ready":0,"messages_unacknowledged":0,"messages_dlx":0,"consumers":0},
+ {"name":"acemq.delay.v1.03","type":"quorum","state":"running","messages":2,"messages_ready":0,"messages_unacknowledged":0,"messages_dlx":2,"consumers":0},
+ {"name":"acemq.delay.v1.07","type":"quorum","state":"running","messages":3,"messages_ready":3,"messages_unacknowledged":0,"messages_dlx":0,"consumers":0},
+ {"name":"acemq.delay.v1.undeliverable","type":"quorum","state":"running","messages":1,"messages_ready":1,"messages_unacknowledged":0,"messages_dlx":0,"consumers":0},
  {"name":"audit","type":"classic","state":"running","messages":9,"messages_ready":9,"messages_unacknowledged":0,"consumers":1},
  {"name":"billing.dlq","type":"classic","state":"running","messages":2,"messages_ready":2,"messages_unacknowledged":0,"consumers":0},
  {"name":"orders","type":"quorum","state":"running","messages":12,"messages_ready":10,"messages_unacknowledged":2,"consumers":4,
@@ -61,16 +65,16 @@ func TestStatusGroup(t *testing.T) {
 				"orders":   {"orders", "orders.dlq", "orders.parked", "orders.retry.40s", "orders.retry.1m20s"},
 				"payments": {"payments", "payments.retry.10s"},
 			},
-			delays: []string{"acemq.delay.v1.00", "acemq.delay.v1.07", "acemq.delay.v1.undeliverable"},
+			delays: []string{"acemq.delay.v1.00", "acemq.delay.v1.03", "acemq.delay.v1.07", "acemq.delay.v1.undeliverable"},
 			other:  []string{"audit", "orders.retry.later"},
 		}},
 		{"only orders, named by its dlq", []string{"orders.dlq"}, want{
 			services: map[string][]string{"orders": {"orders", "orders.dlq", "orders.parked", "orders.retry.40s", "orders.retry.1m20s"}},
-			delays:   []string{"acemq.delay.v1.00", "acemq.delay.v1.07", "acemq.delay.v1.undeliverable"},
+			delays:   []string{"acemq.delay.v1.00", "acemq.delay.v1.03", "acemq.delay.v1.07", "acemq.delay.v1.undeliverable"},
 		}},
 		{"only a queue with no family", []string{"audit"}, want{
 			services: map[string][]string{},
-			delays:   []string{"acemq.delay.v1.00", "acemq.delay.v1.07", "acemq.delay.v1.undeliverable"},
+			delays:   []string{"acemq.delay.v1.00", "acemq.delay.v1.03", "acemq.delay.v1.07", "acemq.delay.v1.undeliverable"},
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,19 +157,24 @@ func TestStatusFromManagementAPI(t *testing.T) {
 	srv := managementAPI(t, "prod", cannedQueues)
 	code, out, errOut := cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", srv.URL)
 	want := "vhost prod, from the management API at " + srv.URL + `: 3 services, 2 other queues not acemq's
-QUEUE                           MESSAGES  READY  UNACKED  CONSUMERS  IN/S  OUT/S  STATE
-billing                         -         -      -        -          -     -      missing
-  billing.dlq                   2         2      0        0          -     -      running
-orders                          12        10     2        4          3.2   3.1    running
-  orders.dlq                    6         6      0        0          -     -      running
-  orders.parked                 0         0      0        0          -     -      running
-  orders.retry.40s              4         4      0        0          -     -      running
-  orders.retry.1m20s            1         1      0        0          -     -      running
-payments                        -         -      -        -          -     -      idle
-  payments.retry.10s            0         0      0        0          -     -      running
-acemq.delay.v1.*                3         3      0        -          -     -      2 levels
-  acemq.delay.v1.07             3         3      0        0          -     -      running
-  acemq.delay.v1.undeliverable  1         1      0        0          -     -      running
+QUEUE                           MESSAGES         READY  UNACKED  DEAD-LETTERING  CONSUMERS  IN/S  OUT/S  STATE
+billing                         -                -      -        -               -          -     -      missing
+  billing.dlq                   2                2      0        0               0          -     -      running
+orders                          12               10     2        -               4          3.2   3.1    running
+  orders.dlq                    6                6      0        0               0          -     -      running
+  orders.parked                 0                0      0        0               0          -     -      running
+  orders.retry.40s              4                4      0        0               0          -     -      running
+  orders.retry.1m20s            1                1      0        0               0          -     -      running
+payments                        not sampled yet                                  -          -     -      idle
+  payments.retry.10s            0                0      0        0               0          -     -      running
+acemq.delay.v1.*                5                3      0        2               -          -     -      3 levels
+  acemq.delay.v1.03             2                0      0        2               0          -     -      running
+  acemq.delay.v1.07             3                3      0        0               0          -     -      running
+  acemq.delay.v1.undeliverable  1                1      0        0               0          -     -      running
+
+2 messages waiting to be dead-lettered on acemq.delay.v1.03: their dead-letter target was full or missing, so the queue keeps them, neither ready nor unacked, and RabbitMQ offers them again about every 3 minutes. Never delete a queue that is not empty by every count.
+
+1 queue not sampled yet: the management API lists a queue at once and samples its counts every few seconds (collect_statistics_interval); run status again.
 `
 	if code != 0 || out != want || errOut != "" {
 		t.Errorf("status %d\n%s\nwant\n%s\nstderr: %s", code, out, want, errOut)
@@ -176,8 +185,20 @@ acemq.delay.v1.*                3         3      0        -          -     -    
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("%d %v\n%s", code, err, out)
 	}
-	if got.Source != "management API" || len(got.Services) != 1 || len(got.Services[0].Queues) != 5 || got.Other != nil || len(got.Delays) != 3 {
+	if got.Source != "management API" || len(got.Services) != 1 || len(got.Services[0].Queues) != 5 || got.Other != nil || len(got.Delays) != 4 || got.Unseen != "" {
 		t.Errorf("%+v", got)
+	}
+	if l := got.Delays[1]; l.Name != "acemq.delay.v1.03" || l.DeadLettering == nil || *l.DeadLettering != 2 || *l.Ready != 0 || l.NotSampledYet {
+		t.Errorf("level 03: %+v", l)
+	}
+	// A queue not sampled yet is a field of its own, with no count.
+	code, out, _ = cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", srv.URL, "--queue", "payments", "--json")
+	got = statusOut{}
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("%d %v\n%s", code, err, out)
+	}
+	if p := got.Services[0].Queues[0]; p.Name != "payments" || !p.NotSampledYet || p.Messages != nil || p.Ready != nil || !strings.Contains(out, `"not_sampled_yet": true`) {
+		t.Errorf("payments: %+v\n%s", p, out)
 	}
 	// A service asked for and not there is shown missing.
 	code, out, _ = cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", srv.URL, "--queue", "shipping", "--queue", "orders")
@@ -228,7 +249,8 @@ func TestStatusWithoutManagement(t *testing.T) {
 	code, out, errOut := cli(t, dial, "status", "--url", "amqp://ops:pw@"+addr+"/prod", "--management", "http://"+addr, "--queue", "orders.dlq", "--queue", "payments")
 	if code != 0 || !strings.Contains(out, "vhost prod, from the passive declares: 2 services\n") || !strings.Contains(out, "  orders.dlq ") ||
 		!strings.Contains(errOut, "the management plugin is not reachable at http://"+addr) ||
-		!strings.Contains(errOut, "enable it with rabbitmq-plugins enable rabbitmq_management; showing only the queues named") {
+		!strings.Contains(errOut, "enable it with rabbitmq-plugins enable rabbitmq_management; showing only the queues named") ||
+		!strings.Contains(out, "\nunacked messages and messages waiting to be dead-lettered (a quorum queue's messages_dlx) cannot be seen without the management API: a queue with 0 ready may still hold messages.\n") {
 		t.Errorf("status %d\n%s\nstderr: %s", code, out, errOut)
 	}
 	code, out, _ = cli(t, dial, "status", "--url", "amqp://ops:pw@"+addr+"/prod", "--management", "http://"+addr, "--queue", "orders", "--queue", "payments", "--json")
@@ -236,7 +258,7 @@ func TestStatusWithoutManagement(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 		t.Fatalf("%d %v\n%s", code, err, out)
 	}
-	if got.Source != "passive declares" || !strings.Contains(got.ManagementError, "not reachable") || len(got.Services) != 2 {
+	if got.Source != "passive declares" || !strings.Contains(got.ManagementError, "not reachable") || len(got.Services) != 2 || !strings.Contains(got.Unseen, "messages_dlx") {
 		t.Fatalf("%+v", got)
 	}
 	dlq := got.Services[0].Queues[1]
