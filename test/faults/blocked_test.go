@@ -59,7 +59,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 		}
 		sent = publishAll(t, pubTr, q, warmup, 4, 0, stats)
 		first := serve(t, srvTr, q, &acemq.Server{Retry: pol}, l.handler(0), log)
-		eventually(t, 20*time.Second, "the warm-up messages are parked", func() bool {
+		eventually(t, 60*time.Second, "the warm-up messages are parked", func() bool {
 			return depth(url, acemq.ParkedQueue(q)) == len(warmup)
 		})
 		if err := first.stop(t); err != nil {
@@ -80,7 +80,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 	// the message is published again after the alarm.
 	pub := &acemq.Publisher{Transport: pubTr, Mandatory: true}
 	probe := acemq.Outgoing{RoutingKey: q, ID: after[0].ID, Body: body(after[0])}
-	eventually(t, 20*time.Second, "the producer's connection is blocked", func() bool {
+	eventually(t, 60*time.Second, "the producer's connection is blocked", func() bool {
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		_, err := pub.Publish(pctx, probe)
@@ -92,7 +92,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 	switch {
 	case !errors.Is(err, transport.ErrBlocked):
 		t.Errorf("Publish while blocked = %v, want ErrBlocked", err)
-	case took > 100*time.Millisecond:
+	case took > 2*time.Second: // a busy machine is slow; a publish that waited for the alarm would wait forever
 		t.Errorf("Publish while blocked took %s; it should fail fast", took)
 	case !strings.Contains(err.Error(), "blocked") || !strings.Contains(err.Error(), q):
 		t.Errorf("the error does not say what happened: %v", err)
@@ -109,7 +109,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 	// for those beside the ones that need no publish.
 	run := serve(t, srvTr, q, &acemq.Server{Retry: pol, PublishTimeout: 5 * time.Second, Prefetch: 100}, l.handler(time.Millisecond), log)
 	atOnce := acceptedAtOnce(before)
-	accepted := until(10*time.Second, func() bool { return l.allAccepted(atOnce) })
+	accepted := until(60*time.Second, func() bool { return l.allAccepted(atOnce) })
 	callsBefore, began := l.totalCalls(), time.Now()
 	time.Sleep(2 * time.Second)
 	loop := l.totalCalls() - callsBefore
@@ -123,7 +123,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 				done++
 			}
 		}
-		t.Errorf("while blocked only %d of the %d messages that need no republish were accepted within 10s: "+
+		t.Errorf("while blocked only %d of the %d messages that need no republish were accepted within 60s: "+
 			"the consumer stopped acking", done, len(atOnce))
 	}
 	if limit := needRepublish(before) * 40; loop > limit {

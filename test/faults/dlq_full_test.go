@@ -98,7 +98,7 @@ func TestFaultDeadLetterQueueFull(t *testing.T) {
 	}
 	t.Logf("%s: settled %s after the operator began to drain; %d refusals in all; producer: %s",
 		name, time.Since(began).Round(time.Millisecond), m.counter(t, acemq.MetricSetAsideFailed, refusal), stats)
-	eventually(t, 5*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, nil) == 0 })
+	eventually(t, 30*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, nil) == 0 })
 	if err := run.stop(t); err != nil {
 		t.Errorf("Run: %v", err)
 	}

@@ -101,7 +101,7 @@ func TestFaultForeignMessagesWithoutID(t *testing.T) {
 	// A redelivery that came back while its first delivery still ran found
 	// its id in progress and waits out a retry: let those come round and be
 	// taken for the duplicates they are, rather than left queued.
-	eventually(t, 20*time.Second, "nothing is left to deliver", func() bool {
+	eventually(t, 60*time.Second, "nothing is left to deliver", func() bool {
 		before := deliveries.Load()
 		time.Sleep(time.Second)
 		return deliveries.Load() == before && depth(url, q) == 0

@@ -249,7 +249,7 @@ func serve(tb testing.TB, tr transport.Transport, queue string, srv *acemq.Serve
 	r := &running{srv: srv, done: make(chan error, 1)}
 	go func() { r.done <- srv.Run(context.Background()) }()
 	tb.Cleanup(func() { r.stop(tb) })
-	eventually(tb, 20*time.Second, "the server consumes "+queue, func() bool {
+	eventually(tb, 60*time.Second, "the server consumes "+queue, func() bool {
 		select {
 		case err := <-r.done:
 			r.done <- err

@@ -56,14 +56,14 @@ func TestFaultPoisonHeaders(t *testing.T) {
 	const prefetch = 32
 	run := serve(t, tr, qa, &acemq.Server{Handler: mux, Retry: pol, Prefetch: prefetch,
 		Queues: map[string]acemq.QueueConfig{qa: {Args: argsA}}}, nil, log)
-	eventually(t, 20*time.Second, "the server consumes "+qb, func() bool {
+	eventually(t, 60*time.Second, "the server consumes "+qb, func() bool {
 		info, err := tr.Inspect(context.Background(), qb)
 		return err == nil && info.Consumers > 0
 	})
 
 	stats := &publishStats{}
 	before := publishAll(t, pubTr, qa, acceptedJobs(name+"-a", 50), 2, 0, stats)
-	eventually(t, 20*time.Second, "A's first messages are handled", func() bool { return la.allAccepted(before) })
+	eventually(t, 60*time.Second, "A's first messages are handled", func() bool { return la.allAccepted(before) })
 	poison := job{ID: name + "-a-poison", Reject: true} // the broker dead-letters it
 	if err := raw(url, func(ch *amqp.Channel) error {
 		if err := ch.Confirm(false); err != nil {
@@ -90,8 +90,8 @@ func TestFaultPoisonHeaders(t *testing.T) {
 	behind := publishAll(t, pubTr, qa, acceptedJobs(name+"-a-behind", 100), 1, 0, stats)
 	jsB := <-sentB
 	skB := newSink(url, qb)
-	if !until(30*time.Second, skB.settled(lb, jsB)) {
-		t.Errorf("%s: B not settled within 30s", name)
+	if !until(90*time.Second, skB.settled(lb, jsB)) {
+		t.Errorf("%s: B not settled within 90s", name)
 	}
 	elapsed := time.Since(start)
 

@@ -45,7 +45,7 @@ func TestFaultPreconditionFailed(t *testing.T) {
 	sentA, sentB := make(chan []job, 1), make(chan []job, 1)
 	go func() { sentA <- publishAll(t, pubTr, qa, jsA, 2, 10*time.Millisecond, stats) }()
 	go func() { sentB <- publishAll(t, pubTr, qb, jsB, 2, 10*time.Millisecond, stats) }()
-	eventually(t, 20*time.Second, "B's server is busy", func() bool { return lb.totalCalls() > 20 })
+	eventually(t, 60*time.Second, "B's server is busy", func() bool { return lb.totalCalls() > 20 })
 
 	// Our server of A, declaring A as it would have it: refused.
 	mux := acemq.NewMux()
@@ -182,7 +182,7 @@ func TestFaultQueuesDeleted(t *testing.T) {
 func deleteEmpty(t *testing.T, url, queue string) {
 	t.Helper()
 	var last error
-	if !until(20*time.Second, func() bool {
+	if !until(90*time.Second, func() bool {
 		last = raw(url, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(queue, false, true, false)
 			return err

@@ -157,7 +157,7 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 	if !until(45*time.Second, sko.settled(lo, sento)) {
 		t.Errorf("%s: not settled within 45s of the operator declaring %s again", name, dlq)
 	}
-	eventually(t, 5*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, held) == 0 })
+	eventually(t, 30*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, held) == 0 })
 	t.Logf("%s: declare off: the held dead letters placed %s after the operator declared %s",
 		name, time.Since(began).Round(time.Millisecond), dlq)
 	if err := runo.stop(t); err != nil {

@@ -125,7 +125,7 @@ func TestFaultShutdownIgnoredContext(t *testing.T) {
 
 	// Now the stubborn handlers answer, late: nothing may come of it.
 	releaseAll()
-	eventually(t, 10*time.Second, "every late answer is logged as discarded", func() bool {
+	eventually(t, 60*time.Second, "every late answer is logged as discarded", func() bool {
 		return returned.Load() == int64(len(stubborn)) && discarded.Load() == int64(len(stubborn))
 	})
 	if err := run2.stop(t); err != nil {

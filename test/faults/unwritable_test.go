@@ -50,7 +50,7 @@ func TestFaultUnwritableCopies(t *testing.T) {
 	stats := &publishStats{}
 	sent := make(chan []job, 1)
 	go func() { sent <- publishAll(t, tr, q, healthy, 4, 20*time.Millisecond, stats) }()
-	eventually(t, 20*time.Second, "the handler is busy", func() bool { return l.totalCalls() > 20 })
+	eventually(t, 60*time.Second, "the handler is busy", func() bool { return l.totalCalls() > 20 })
 
 	longID := name + "-a-" + strings.Repeat("i", 300-len(name)-3)
 	a := job{ID: longID, Always: true}
