@@ -381,7 +381,7 @@ func TestWorkQueueDeletedUnderTheServer(t *testing.T) {
 		if !errors.Is(err, transport.ErrCancelled) {
 			t.Errorf("Run = %v, want the broker's cancel", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return")
 	}
 }

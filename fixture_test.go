@@ -57,8 +57,8 @@ func startOn(t *testing.T, broker *memory.Broker, srv *acemq.Server, handlers ma
 	case <-srv.Ready(): // declared and subscribed every queue
 	case err := <-f.runErr:
 		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not subscribe in 10s")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the server did not subscribe in 60s")
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -90,7 +90,7 @@ func (f *fixture) publish(queue, body string, headers map[string]any) acemq.Publ
 // goroutines.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	f.eventuallyWithin(5*time.Second, what, cond)
+	f.eventuallyWithin(30*time.Second, what, cond)
 }
 
 // eventuallyWithin is eventually with a wait of its own, for a condition
@@ -166,8 +166,8 @@ func (f *fixture) stop(timeout time.Duration) (shutdownErr, runErr error) {
 	select {
 	case runErr = <-f.runErr:
 		f.runErr <- runErr // for the cleanup
-	case <-time.After(10 * time.Second):
-		f.t.Fatal("Run did not return after Shutdown")
+	case <-time.After(30 * time.Second):
+		f.t.Fatal("Run did not return within 30s of Shutdown")
 	}
 	return shutdownErr, runErr
 }

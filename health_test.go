@@ -54,7 +54,7 @@ func TestReadyAndHealth(t *testing.T) {
 	case <-srv.Ready():
 	case err := <-errc:
 		t.Fatalf("Run: %v", err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Ready never closed")
 	}
 	if info, _ := conn.Inspect(context.Background(), "orders"); info.Consumers != 1 {

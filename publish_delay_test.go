@@ -103,7 +103,7 @@ func TestPublishDelayed(t *testing.T) {
 	if want := []string{"at, past", "after 1ms", "at", "after 6h"}; !equal(got, want) {
 		t.Errorf("arrived %v, want %v", got, want)
 	}
-	if d := time.Since(real); d > time.Second {
+	if d := time.Since(real); d > 30*time.Second { // a busy machine is slow; a real wait would be six hours
 		t.Errorf("six virtual hours took %v", d)
 	}
 }

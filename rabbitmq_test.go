@@ -91,8 +91,8 @@ func (r *rabbit) serve(tr transport.Transport, queue string, srv *acemq.Server, 
 	})
 	select {
 	case <-srv.Ready():
-	case <-time.After(15 * time.Second):
-		r.t.Fatalf("the server did not subscribe to %s in 15s", queue)
+	case <-time.After(60 * time.Second):
+		r.t.Fatalf("the server did not subscribe to %s in 60s", queue)
 	}
 }
 
