@@ -150,7 +150,7 @@ func TestRelayLatency(t *testing.T) {
 		// A poll interval far above the latency: what is measured is the
 		// notification.
 		stop := run(t, newRelay(t, f.o, f.tr, outbox.WithPollInterval(time.Minute)))
-		time.Sleep(100 * time.Millisecond) // let the relay LISTEN first
+		listening(t, f)
 		committed := make(map[string]time.Time, n)
 		ctx := context.Background()
 		for i := range n {
@@ -180,6 +180,26 @@ func TestRelayLatency(t *testing.T) {
 		p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
 		t.Logf("%s: commit→delivery over %d messages: p50 %s, p99 %s, max %s", b.name, n, p50, p99, percentile(lat, 1))
 	})
+}
+
+// listening waits until the relay's connection has LISTENed on f's
+// outbox, as pg_stat_activity shows it: a message committed before would
+// wake nobody, and wait out the poll interval.
+func listening(t *testing.T, f *fixture) {
+	t.Helper()
+	want := "LISTEN " + pgx.Identifier{f.o.Table()}.Sanitize()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE query = $1", want).Scan(&n)
+		if err == nil && n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not %s within 60s (%v)", want, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestRelayOrderWithConcurrencyOne(t *testing.T) {
