@@ -15,7 +15,7 @@
 //	acemq web      --allow-actions
 //
 // The broker URL comes from --url or ACEMQ_AMQP_URL. Passwords are never
-// printed. Every command takes --json. Exit status: 0 done, 1 failed, 2 the
+// printed; user names are (internal/redact states the rule). Every command takes --json. Exit status: 0 done, 1 failed, 2 the
 // command line was wrong.
 package main
 
@@ -35,6 +35,7 @@ import (
 
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/internal/redact"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
 )
@@ -94,10 +95,13 @@ func dialRabbitMQ(ctx context.Context, url string) (transport.Transport, error) 
 }
 
 // run is the whole command line: main wires it to the process, tests to a
-// memory broker. All it prints goes through one redaction, of the URL in use
-// and of every argument that might hold a password, whatever printed it.
+// memory broker. All it prints goes through one redaction (internal/redact:
+// the user shown, the password hidden), of the URL in use, of every URL
+// given in a URL's place (--url, --management, $ACEMQ_AMQP_URL,
+// $ACEMQ_MANAGEMENT_URL) and of every other argument that holds a
+// password as a URL does, whatever printed it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func(ctx context.Context, url string) (transport.Transport, error)) int {
-	a := &app{ctx: ctx, dial: dial, getenv: os.Getenv, now: time.Now, secrets: secretArgs(args)}
+	a := &app{ctx: ctx, dial: dial, getenv: os.Getenv, now: time.Now, secrets: secretArgs(args).withVariables(os.Getenv)}
 	out, errOut := &redactWriter{w: stdout, redact: a.redact}, &redactWriter{w: stderr, redact: a.redact}
 	defer out.Flush()
 	defer errOut.Flush()
@@ -219,8 +223,8 @@ func (a *app) connect(fs *flag.FlagSet, url string) (transport.Transport, int) {
 		if strings.HasPrefix(url, "amqps://") {
 			err = a.explainTLS(fs, err)
 		}
-		if !strings.Contains(a.redact(err.Error()), amqpconn.Redact(url)) {
-			err = fmt.Errorf("connect to %s: %w", amqpconn.Redact(url), err)
+		if !strings.Contains(a.redact(err.Error()), redact.URL(url)) {
+			err = fmt.Errorf("connect to %s: %w", redact.URL(url), err)
 		}
 		return nil, a.fail(fs, err)
 	}

@@ -7,21 +7,33 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/acemq/acemq/internal/amqpconn"
+	"github.com/acemq/acemq/internal/redact"
 )
 
-// mightHoldPassword reports whether an argument could be a URL with a
-// password, or its userinfo: it is shown redacted, wherever it is shown.
-func mightHoldPassword(s string) bool {
-	return strings.Contains(s, "://") || strings.Contains(s, "@")
-}
+// urlFlags are the flags whose value is a URL, and so a credential by its
+// place: shown redacted wherever it is shown, even when it does not parse
+// (a password pasted alone is hidden whole). internal/redact states the
+// rule.
+var urlFlags = []string{"url", "management"}
+
+// urlVariables are the environment variables that hold a URL, read as
+// urlFlags are.
+var urlVariables = []string{EnvURL, EnvManagement}
+
+// mightHoldPassword reports whether an argument given anywhere but in a
+// URL's place holds a password as a URL does (a ":" before an "@"): it is
+// then shown redacted, wherever it is shown. A queue name, a path, a
+// number is shown as typed, URL-shaped or not: it is no credential.
+func mightHoldPassword(s string) bool { return redact.HoldsPassword(s) }
 
 // secrets are what of a command line might hold a password.
 type secrets struct {
-	// args are the arguments that might, in every form the flag package
-	// quotes one: whole ("bad flag syntax"), without its dashes ("flag
-	// provided but not defined: -amqp://..."), and the name and value of
-	// --name=value; longest first.
+	// args are the values of urlFlags and urlVariables, and the arguments
+	// that might hold a password, in every form the flag package quotes
+	// one: whole ("bad flag syntax"), without its dashes ("flag provided
+	// but not defined: -amqp://..."), and the name and value of
+	// --name=value; longest first. Each is redacted as a URL
+	// (redact.Text).
 	args []string
 	// pieces are, of such an argument with control characters in it, the
 	// pieces between them up to its last "@": output is redacted a line at
@@ -31,51 +43,86 @@ type secrets struct {
 	pieces []string
 }
 
+// secretArgs are the secrets of a command line.
 func secretArgs(args []string) secrets {
 	var s secrets
-	add := func(list *[]string, v string) {
-		if v != "" && !slices.Contains(*list, v) {
-			*list = append(*list, v)
+	for i, arg := range args {
+		if arg == "--" {
+			break
 		}
-	}
-	for _, arg := range args {
+		name := strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-")
+		n, v, hasValue := strings.Cut(name, "=")
+		if strings.HasPrefix(arg, "-") && slices.Contains(urlFlags, n) {
+			switch {
+			case hasValue:
+				s.add(v, true)
+			case i+1 < len(args):
+				s.add(args[i+1], true)
+			}
+		}
 		if !mightHoldPassword(arg) {
 			continue
 		}
-		add(&s.args, arg)
-		name := strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-")
-		if n, v, ok := strings.Cut(name, "="); ok {
+		s.add(arg, false)
+		if hasValue {
 			for _, part := range []string{n, v} {
 				if mightHoldPassword(part) {
-					add(&s.args, part)
+					s.add(part, false)
 				}
 			}
 		}
 		if mightHoldPassword(name) {
-			add(&s.args, name)
-		}
-		if strings.IndexFunc(arg, unicode.IsControl) >= 0 {
-			upTo := arg
-			if at := strings.LastIndex(arg, "@"); at >= 0 {
-				upTo = arg[:at]
-			}
-			for _, p := range strings.FieldsFunc(upTo, unicode.IsControl) {
-				add(&s.pieces, p)
-			}
+			s.add(name, false)
 		}
 	}
+	s.sort()
+	return s
+}
+
+// withVariables adds the values of urlVariables, read with getenv.
+func (s secrets) withVariables(getenv func(string) string) secrets {
+	s.args, s.pieces = slices.Clone(s.args), slices.Clone(s.pieces)
+	for _, name := range urlVariables {
+		s.add(getenv(name), true)
+	}
+	s.sort()
+	return s
+}
+
+// add adds v; inURLPlace says it was given where a URL is expected.
+func (s *secrets) add(v string, inURLPlace bool) {
+	if v == "" || !inURLPlace && !mightHoldPassword(v) {
+		return
+	}
+	if !slices.Contains(s.args, v) {
+		s.args = append(s.args, v)
+	}
+	if strings.IndexFunc(v, unicode.IsControl) < 0 {
+		return
+	}
+	upTo := v
+	if at := strings.LastIndex(v, "@"); at >= 0 {
+		upTo = v[:at]
+	}
+	for _, p := range strings.FieldsFunc(upTo, unicode.IsControl) {
+		if !slices.Contains(s.pieces, p) {
+			s.pieces = append(s.pieces, p)
+		}
+	}
+}
+
+func (s *secrets) sort() {
 	byLength := func(a, b string) int { return len(b) - len(a) }
 	slices.SortStableFunc(s.args, byLength)
 	slices.SortStableFunc(s.pieces, byLength)
-	return s
 }
 
 // redact removes from text the password of url and every secret.
 func (s secrets) redact(text, url string) string {
-	text = amqpconn.RedactText(text, append(slices.Clip(s.args), url)...)
+	text = redact.Text(text, append(slices.Clip(s.args), url)...)
 	for _, p := range s.pieces {
-		if !strings.Contains(amqpconn.Redacted, p) {
-			text = strings.ReplaceAll(text, p, amqpconn.Redacted)
+		if !strings.Contains(redact.Marker, p) {
+			text = strings.ReplaceAll(text, p, redact.Marker)
 		}
 	}
 	return text

@@ -9,7 +9,8 @@ import (
 
 // passwordArgs are the command lines that carry u where a password could
 // be printed from: --url (dialled, at 127.0.0.1:1 in the tests, refused at
-// once) and --url=; then, when u has a "://" or an "@" to tell it by, a
+// once) and --url=, a URL's places, where anything is a credential; then,
+// when u holds a password as a URL does (a ":" before an "@"), a
 // positional argument, the command's place, a flag's refused value, a
 // flag's name, a queue name printed on stdout as text and as JSON, and
 // --from, which a usage error quotes.
@@ -93,15 +94,17 @@ func TestPasswordsNeverPrintedOddURLs(t *testing.T) {
 }
 
 // TestUnexpectedArgumentRedacted: a URL that slipped out of --url is named
-// redacted; an argument that cannot hold a password is named as it is.
+// redacted, its user shown; an argument that holds no password (no ":"
+// before an "@"), URL-shaped or not, is named as it is.
 // (Before, "unexpected argument" printed it whole, password and all.)
 func TestUnexpectedArgumentRedacted(t *testing.T) {
 	t.Parallel()
 	for arg, want := range map[string]string{
 		"amqp://ops:hunter2@rabbit.internal/": `unexpected argument "amqp://ops:xxxxx@rabbit.internal/"`,
-		"amqp://ops:50pct#hunter2@rabbit/":    `unexpected argument "amqp://xxxxx@rabbit/"`,
-		"ops:hunter2@rabbit":                  `unexpected argument "xxxxx@rabbit"`,
+		"amqp://ops:50pct#hunter2@rabbit/":    `unexpected argument "amqp://ops:xxxxx@rabbit/"`,
+		"ops:hunter2@rabbit":                  `unexpected argument "ops:xxxxx@rabbit"`,
 		"extra":                               `unexpected argument "extra"`,
+		"amqp://orders:v2":                    `unexpected argument "amqp://orders:v2"`,
 	} {
 		code, _, errOut := cli(t, noBroker, "peek", "--queue", "q.dlq", arg)
 		if code != 2 || !strings.Contains(errOut, want) {

@@ -1,17 +1,19 @@
 package amqpconn
 
 import (
-	"encoding/json"
 	"errors"
 	"net/url"
 	"strconv"
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/internal/redact"
 )
 
-// Redacted stands for a password wherever one would be shown.
-const Redacted = "xxxxx"
+// Redacted stands for a password wherever one would be shown
+// (redact.Marker).
+const Redacted = redact.Marker
 
 // ErrBadURL is matched, with errors.Is, by every error CheckURL returns.
 var ErrBadURL = errors.New("acemq: the broker URL does not parse")
@@ -44,93 +46,41 @@ func (e *urlError) Unwrap() []error {
 // password it can make the user the host) and a scheme not followed by
 // "//" (amqp:user:pass@host dials localhost as guest).
 func CheckURL(rawURL string) error {
-	if err := inspect(rawURL).err; err != nil {
+	if err := inspect(rawURL); err != nil {
 		return err
 	}
 	return nil
 }
 
 // Redact returns rawURL with its password replaced, so that the URL can be
-// logged or put in an error. A URL CheckURL refuses is redacted as a whole:
-// everything between "//" and the last "@" goes, or all of it when there is
-// no "@" (it may be a password pasted alone).
-func Redact(rawURL string) string { return inspect(rawURL).shown }
+// logged or put in an error: redact.URL, the one redaction, whose rule
+// (the user shown, the password hidden) its package doc states.
+func Redact(rawURL string) string { return redact.URL(rawURL) }
 
 // RedactError returns err's text with every one of urls redacted: the
 // network errors amqp091-go returns can quote the URL they were given.
-func RedactError(err error, urls ...string) string {
-	if err == nil {
-		return ""
-	}
-	return RedactText(err.Error(), urls...)
-}
+func RedactError(err error, urls ...string) string { return redact.Error(err, urls...) }
 
 // RedactText returns s with every one of urls redacted, and then their
-// passwords wherever else they stand: as written, quoted by %q or encoded
-// as JSON.
-func RedactText(s string, urls ...string) string {
-	var secrets []string
-	for _, u := range urls {
-		if u == "" || strings.Contains(Redacted, u) {
-			continue
-		}
-		in := inspect(u)
-		s = replaceForms(s, u, in.shown)
-		secrets = append(secrets, in.secrets...)
-	}
-	for _, secret := range secrets {
-		if secret != "" && !strings.Contains(Redacted, secret) {
-			s = replaceForms(s, secret, Redacted)
-		}
-	}
-	return s
-}
+// passwords wherever else they stand (redact.Text).
+func RedactText(s string, urls ...string) string { return redact.Text(s, urls...) }
 
-// replaceForms replaces old with repl in s as it is, as %q writes it and
-// as JSON does.
-func replaceForms(s, old, repl string) string {
-	s = strings.ReplaceAll(s, old, repl)
-	if q := quoted(old); q != old {
-		s = strings.ReplaceAll(s, q, quoted(repl))
-	}
-	if j := jsonQuoted(old); j != old {
-		s = strings.ReplaceAll(s, j, jsonQuoted(repl))
-	}
-	return s
-}
-
-func quoted(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
-}
-
-func jsonQuoted(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b[1 : len(b)-1])
-}
-
-// inspected is what Redact, RedactError and CheckURL make of one URL.
-type inspected struct {
-	shown   string    // the URL fit to print
-	secrets []string  // what must never be printed: the password, as written and as meant
-	err     *urlError // why the URL is refused; nil when it may be dialled
-}
-
-func inspect(raw string) inspected {
+// inspect says why CheckURL refuses raw; nil when it may be dialled.
+func inspect(raw string) *urlError {
 	if raw == "" {
-		return inspected{err: &urlError{problem: "it is empty"}}
+		return &urlError{problem: "it is empty"}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return byHand(raw, &urlError{problem: parseProblem(err), err: err})
+		return &urlError{problem: parseProblem(err), err: err}
 	}
 	if problem := shapeProblem(raw, u); problem != "" {
-		return byHand(raw, &urlError{problem: problem})
+		return &urlError{problem: problem}
 	}
 	if _, err := amqp.ParseURI(raw); err != nil {
-		return byHand(raw, &urlError{problem: amqpProblem(err), err: err})
+		return &urlError{problem: amqpProblem(err), err: err}
 	}
-	return parsed(raw, u)
+	return nil
 }
 
 // shapeProblem is what url.Parse accepts but a broker URL may not be.
@@ -150,62 +100,6 @@ func shapeProblem(raw string, u *url.URL) string {
 			`(%2F, %3F, %23), and an "@" in a vhost (%40)`
 	}
 	return ""
-}
-
-// parsed redacts a URL CheckURL accepts: its userinfo, if any, ends at the
-// last "@".
-func parsed(raw string, u *url.URL) inspected {
-	if u.User == nil {
-		return inspected{shown: raw}
-	}
-	head := len(u.Scheme) + 3
-	at := head + strings.LastIndex(raw[head:], "@")
-	user, pw, hasPw := strings.Cut(raw[head:at], ":")
-	if !hasPw {
-		return inspected{shown: raw}
-	}
-	in := inspected{shown: raw[:head] + user + ":" + Redacted + raw[at:], secrets: []string{pw}}
-	if meant, _ := u.User.Password(); meant != pw {
-		in.secrets = append(in.secrets, meant)
-	}
-	return in
-}
-
-// byHand redacts what CheckURL refused: all that stands between "//" (or
-// the start) and the last "@", or all of it when there is no "@".
-func byHand(raw string, err *urlError) inspected {
-	at := strings.LastIndex(raw, "@")
-	if at < 0 {
-		in := inspected{shown: Redacted, secrets: []string{raw}, err: err}
-		if i := strings.Index(raw, "://"); i > 0 && isScheme(raw[:i]) {
-			if _, pw, ok := strings.Cut(raw[i+3:], ":"); ok {
-				in.secrets = append(in.secrets, pw)
-			}
-		}
-		return in
-	}
-	start := 0
-	if i := strings.Index(raw[:at], "://"); i > 0 && isScheme(raw[:i]) {
-		start = i + 3
-	}
-	in := inspected{shown: raw[:start] + Redacted + raw[at:], secrets: []string{raw[start:at]}, err: err}
-	if _, pw, ok := strings.Cut(raw[start:at], ":"); ok {
-		in.secrets = append(in.secrets, pw)
-	}
-	return in
-}
-
-// isScheme reports whether s is a URL scheme as RFC 3986 spells one.
-func isScheme(s string) bool {
-	for i, r := range s {
-		switch {
-		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
-		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
-		default:
-			return false
-		}
-	}
-	return s != ""
 }
 
 // parseProblem says what url.Parse found wrong, in words of our own: its
@@ -275,8 +169,8 @@ func (e *redactedError) Unwrap() error { return e.err }
 // error, or the failure of a dial to where u did not mean; either way the
 // text is CheckURL's, which quotes nothing.
 func redactErr(err error, u string) error {
-	if in := inspect(u); in.err != nil {
-		return &urlError{problem: in.err.problem, err: err}
+	if in := inspect(u); in != nil {
+		return &urlError{problem: in.problem, err: err}
 	}
 	return &redactedError{msg: Redact(u) + ": " + RedactError(err, u), err: err}
 }

@@ -2,6 +2,7 @@ package amqpconn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -105,7 +106,7 @@ func checkHidden(t *testing.T, u string) {
 	}
 	quoting := fmt.Errorf("dial %s: refused (%q, %v)", u, u, []string{u})
 	assertHidden(t, u, "RedactError", RedactError(quoting, u))
-	assertHidden(t, u, "RedactText", RedactText(`{"url":"`+jsonQuoted(u)+`"}`, u))
+	assertHidden(t, u, "RedactText", RedactText(`{"url":"`+jsonString(u)+`"}`, u))
 }
 
 // afterLastAt reports whether the marker in u stands after its last "@".
@@ -119,4 +120,10 @@ func assertHidden(tb testing.TB, u, where, shown string) {
 	if strings.Contains(shown, marker) {
 		tb.Fatalf("%s of %q shows the password: %q", where, u, shown)
 	}
+}
+
+// jsonString is s as it stands inside a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
 }

@@ -9,42 +9,17 @@ import (
 	"time"
 )
 
-func TestRedact(t *testing.T) {
+// TestRedactIsTheOneRedaction: amqpconn's Redact is internal/redact's
+// (whose tests hold the rule), for a URL that parses and one that does not.
+func TestRedactIsTheOneRedaction(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name, in, want string
-	}{
-		{"password", "amqp://guest:s3cret@localhost:5672/vh", "amqp://guest:xxxxx@localhost:5672/vh"},
-		{"amqps", "amqps://u:p@rabbit.example:5671/", "amqps://u:xxxxx@rabbit.example:5671/"},
-		{"no password", "amqp://guest@localhost/", "amqp://guest@localhost/"},
-		{"no userinfo", "amqp://localhost:5672/", "amqp://localhost:5672/"},
-		{"escaped password", "amqp://u:p%40ss@host/", "amqp://u:xxxxx@host/"},
-		{"at in password unescaped, parses", "amqp://u:a@b@host/", "amqp://u:xxxxx@host/"},
-		{"empty", "", ""},
-		// What CheckURL refuses goes as a whole, up to the last "@".
-		{"hash in password", "amqp://guest:50pct#Hunter2@host/", "amqp://xxxxx@host/"},
-		{"unparseable password", "amqp://u:50%off#x@host/", "amqp://xxxxx@host/"},
-		{"bad escape", "amqp://u:%zz@host/", "amqp://xxxxx@host/"},
-		{"at in password unescaped, bad escape", "amqp://u:a@b%zz@host/", "amqp://xxxxx@host/"},
-		{"space in password", "amqp://u:a b@host/", "amqp://xxxxx@host/"},
-		{"unicode password", "amqp://u:pässwörd@host/", "amqp://xxxxx@host/"},
-		{"slash in password, reads as host and port", "amqp://u:12/S3cr3t@host/", "amqp://xxxxx@host/"},
-		{"no slashes after the scheme", "amqp:u:S3cr3t@host", "xxxxx@host"},
-		{"no scheme with at", "u:p%zz@host", "xxxxx@host"},
-		{"bad scheme", "http://u:p@host/", "http://xxxxx@host/"},
-		{"hash, no at", "amqp://guest:#Hunter2", "xxxxx"},
-		{"bare password", "Hunter2", "xxxxx"},
-		{"bare password with hash", "50pct#Hunter2", "xxxxx"},
-		{"no at, does not parse", "amqp://u:S3cr3t", "xxxxx"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got := Redact(tt.in)
-			if got != tt.want {
-				t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
+	for in, want := range map[string]string{
+		"amqp://guest:s3cret@localhost:5672/vh": "amqp://guest:xxxxx@localhost:5672/vh",
+		"amqp://guest:50pct#Hunter2@host/":      "amqp://guest:xxxxx@host/",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
