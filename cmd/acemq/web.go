@@ -28,10 +28,10 @@ import (
 // --allow-actions, replay or discard of a group. It reads and acts through
 // the same functions as acemq status and acemq triage.
 func (a *app) web(args []string) int {
-	fs, _, url := a.flags("web", "[--listen 127.0.0.1:8080] [--allow-actions] [--queue Q]... [--url URL]",
+	fs, _, url := a.flags("web", "[--listen 127.0.0.1:8080] [--allow-actions] [--allow-read Q]... [--queue Q]... [--url URL]",
 		`Serves a local dashboard, plain HTML from this process: the status overview
-(as acemq status), the triage groups of a .dlq or .parked queue (as acemq
-triage), one message's envelope, headers and body, every byte a producer
+(as acemq status), the triage groups of a .dlq, .parked or archive queue
+(as acemq triage), one message's envelope, headers and body, every byte a producer
 wrote escaped. Each page reads the broker when it is loaded.
 
 It is read-only unless started with --allow-actions: then each group has a
@@ -63,7 +63,7 @@ own links carry (k=, made when the process starts; for browsers that send
 no Sec-Fetch-Site, as on plain http to an address other than localhost).
 Every form (a confirmed read, a replay, a discard) carries a second value
 made when the process starts, which another site cannot read: a POST
-without it is refused, and a read-only dashboard refuses a replay or a
+without it does nothing, and a read-only dashboard refuses a replay or a
 discard whatever it carries. No page another site can request has an
 effect; the status page reads counts only.
 
