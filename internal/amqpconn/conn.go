@@ -545,7 +545,13 @@ func (c *Conn) noteRefusal(err error, u string) bool {
 	if first {
 		c.streak = &RefusedError{Since: now}
 	}
-	c.streak.Cause, c.streak.Reply, c.streak.Err = v.Cause, v.Reply, redactErr(err, u)
+	var reply *amqp.Error
+	if v.Reply != nil { // the broker's words can quote the user, and so a password equal to it
+		shown := *v.Reply
+		shown.Reason = RedactText(shown.Reason, c.cfg.URLs...)
+		reply = &shown
+	}
+	c.streak.Cause, c.streak.Reply, c.streak.Err = v.Cause, reply, redactErr(err, u)
 	c.streak.Tries++
 	r := *c.streak
 	logIt := first || now.Sub(c.loggedAt) >= refusalLogEvery

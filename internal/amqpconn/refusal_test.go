@@ -11,6 +11,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
 )
 
 // TestClassify: every refusal of a connection.open, in the words
@@ -76,5 +77,66 @@ func TestRefusedErrorWords(t *testing.T) {
 	}
 	if !errors.Is(e, reply) {
 		t.Error("RefusedError does not unwrap to the broker's reply")
+	}
+}
+
+// TestStreak: refusals for now make one streak, counted, with the broker's
+// words (the URL's password hidden in them, even where it is the user's
+// name), told to listeners, a listener that comes late told at once, and
+// ended with nil by the reconnect; a refusal for good is kept apart, for
+// ChannelUnlessRefused, and a refusal for now clears it.
+func TestStreak(t *testing.T) {
+	t.Parallel()
+	const u = "amqp://s3cret:s3cret@broker.example/v"
+	c := &Conn{cfg: Config{URLs: []string{u}, Name: "test"}, log: zap.NewNop(), refused: make(chan struct{})}
+	var told []*RefusedError
+	stop := c.NotifyRefused(func(r *RefusedError) { told = append(told, r) })
+	limit := &amqp.Error{Code: 530, Reason: "NOT_ALLOWED - connection refused for user 's3cret': user connection limit (1) is reached", Server: true}
+	if !c.noteRefusal(limit, u) || !c.noteRefusal(limit, u) {
+		t.Fatal("a connection limit is not a refusal for now")
+	}
+	r := c.Refused()
+	if r == nil || r.Tries != 2 || r.Cause != CauseUserConnectionLimit {
+		t.Fatalf("Refused = %+v, want two tries of user_connection_limit", r)
+	}
+	if strings.Contains(r.Reason(), "s3cret") || strings.Contains(r.Error(), "s3cret") {
+		t.Errorf("the streak shows the password: %q", r.Error())
+	}
+	if !strings.Contains(r.Reason(), "user connection limit (1) is reached") {
+		t.Errorf("Reason %q lost the broker's words", r.Reason())
+	}
+	var late []*RefusedError
+	stopLate := c.NotifyRefused(func(r *RefusedError) { late = append(late, r) })
+	defer stopLate()
+	if len(late) != 1 || late[0].Tries != 2 {
+		t.Fatalf("a listener registered mid-streak was told %v, want the streak at once", late)
+	}
+
+	gone := &amqp.Error{Code: 530, Reason: "NOT_ALLOWED - vhost v not found", Server: true}
+	if c.noteRefusal(gone, u) {
+		t.Fatal("a deleted vhost is taken for a refusal for now")
+	}
+	if _, err := c.connection(t.Context(), true); err == nil {
+		t.Fatal("ChannelUnlessRefused's wait does not end on a vhost gone")
+	}
+	c.noteRefusal(limit, u)
+	c.mu.Lock()
+	kept := c.refusal
+	c.mu.Unlock()
+	if kept != nil {
+		t.Errorf("a refusal for now after one for good left %v for ChannelUnlessRefused", kept)
+	}
+
+	c.endStreak(true)
+	if c.Refused() != nil {
+		t.Error("the streak outlived the reconnect")
+	}
+	if n := len(told); n != 4 || told[0] == nil || told[n-1] != nil {
+		t.Fatalf("the listener was told %v, want three refusals then nil", told)
+	}
+	stop()
+	c.noteRefusal(limit, u)
+	if len(told) != 4 {
+		t.Error("a listener was told after it stopped")
 	}
 }

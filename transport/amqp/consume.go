@@ -71,7 +71,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 	if t.cfg.connPerConsumer {
 		conn, err := t.openConsumeConn(ctx, queue)
 		if err != nil {
-			return nil, fmt.Errorf("acemq: consume queue %q: %w", queue, err)
+			return nil, fmt.Errorf("acemq: consume queue %q: %w", queue, t.dialRefusal(err)) // refusal.go
 		}
 		s.conn, s.own = conn, true
 	}

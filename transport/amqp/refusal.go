@@ -57,3 +57,19 @@ func (s *subscription) stopWatching() {
 		stop()
 	}
 }
+
+// dialRefusal is what Consume returns when the broker refused the first
+// dial of the subscription's own connection: for a refusal for now, a
+// *transport.RefusedError (transport.ErrRefused) in the broker's words,
+// with the transport's passwords hidden in them, for the caller to try
+// again; err as it is otherwise (a vhost gone, access refused: the
+// broker's reply still inside, for classify).
+func (t *Transport) dialRefusal(err error) error {
+	v := amqpconn.Classify(err)
+	if v.Refusal != amqpconn.Transient {
+		return err
+	}
+	r := refused(v, err, nil)
+	r.Reason = amqpconn.RedactText(r.Reason, t.cfg.urls...)
+	return r
+}
