@@ -33,17 +33,20 @@ func FromSlog(l *slog.Logger) *zap.Logger {
 // Or is l, or the default for a nil l: warnings and errors to
 // slog.Default() (as net/http falls back on the log package), so the
 // failures the docs promise are loud are loud without a logger set.
-// zap.NewNop() is how a caller asks for nothing.
+// zap.NewNop() is how a caller asks for nothing. Either way the logger is
+// [Capped]: every component takes its logger through Or, so this is the
+// one place where an id or reason of a producer's making is kept from
+// making a line long.
 func Or(l *zap.Logger) *zap.Logger {
 	if l != nil {
-		return l
+		return Capped(l)
 	}
 	return fallback
 }
 
 // fallback is shared: it looks slog.Default() up at each line, so a
 // slog.SetDefault after the server or transport was made still counts.
-var fallback = defaultTo(nil)
+var fallback = Capped(defaultTo(nil))
 
 // defaultTo is the default with h in place of slog.Default()'s handler,
 // for tests that must not change the global.
