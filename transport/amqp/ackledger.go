@@ -92,6 +92,14 @@ func newAckLedger(ch ackChannel, prefetch int) *ackLedger {
 	return l
 }
 
+// setPrefetch sizes the ledger for a new prefetch: a subscription's ends
+// its probation at prefetch 1 (probation.go) on the same channel.
+func (l *ackLedger) setPrefetch(prefetch int) {
+	l.mu.Lock()
+	l.hold = max(1, prefetch/4)
+	l.mu.Unlock()
+}
+
 // ack records that tag was handled and sends what that allows.
 func (l *ackLedger) ack(tag uint64) error {
 	l.mu.Lock()

@@ -120,6 +120,7 @@ type subscription struct {
 	mu        sync.Mutex
 	ch        *amqp.Channel // the current channel; nil never after Consume
 	ledger    *ackLedger    // ch's acks
+	restTag   string        // the second consumer's tag on ch once its probation ended, "" before (probation.go)
 	cancelled bool          // Cancel or Close asked: nothing is an error
 	err       error         // why it ended unasked; see Err
 	unwatch   func()        // ends watchRefusals; nil when none
@@ -133,8 +134,19 @@ type consumeCh struct {
 	ch         *amqp.Channel
 	ledger     *ackLedger
 	deliveries <-chan amqp.Delivery
-	closes     <-chan *amqp.Error // the channel's (or its connection's) close
-	cancels    <-chan string      // basic.cancel from the broker
+	// The probation (probation.go): the consumer above runs at prefetch
+	// 1 until a delivery comes that is not redelivered; then rest, the
+	// second consumer, takes the rest of the prefetch, and forward hands
+	// the deliveries of both on in delivery-tag order.
+	probation  bool
+	rest       <-chan amqp.Delivery // nil until the probation ended, and once closed
+	restTag    string
+	next       uint64                   // the delivery tag forward hands on next; 0 before the first
+	pending    map[uint64]amqp.Delivery // received ahead of next
+	rawCancels <-chan string            // the broker's basic.cancel, of either consumer; forward passes it on
+	passCancel chan<- string            // to cancels
+	closes     <-chan *amqp.Error       // the channel's (or its connection's) close
+	cancels    <-chan string            // basic.cancel from the broker
 }
 
 // Deliveries yields the queue's messages until Cancel has drained the
@@ -165,15 +177,22 @@ func (s *subscription) Cancel(ctx context.Context) error {
 		return nil
 	}
 	s.cancelled = true
-	ch := s.ch
 	s.mu.Unlock()
 	s.rpc.Lock()
 	defer s.rpc.Unlock()
+	s.mu.Lock()
+	ch, rest := s.ch, s.restTag // the probation's end adds rest, holding rpc
+	s.mu.Unlock()
 	if ch.IsClosed() {
 		return nil // run sees the flag instead of resubscribing
 	}
-	if err := ch.Cancel(s.tag, false); err != nil && !ch.IsClosed() {
-		return fmt.Errorf("acemq: cancel consumer %q on queue %q: %w", s.tag, s.queue, classify(err))
+	for _, tag := range []string{s.tag, rest} {
+		if tag == "" {
+			continue
+		}
+		if err := ch.Cancel(tag, false); err != nil && !ch.IsClosed() {
+			return fmt.Errorf("acemq: cancel consumer %q on queue %q: %w", tag, s.queue, classify(err))
+		}
 	}
 	return nil
 }
@@ -240,17 +259,26 @@ func (s *subscription) halt() {
 }
 
 // open makes a channel consuming the queue, with the ledger of its acks.
+// With a prefetch over 1 it consumes on probation (probation.go): at
+// prefetch 1 until forward sees a delivery that is not redelivered.
 func (s *subscription) open(ctx context.Context) (*consumeCh, error) {
 	ch, err := s.conn.ChannelUnlessRefused(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c := &consumeCh{
-		ch:      ch,
-		closes:  ch.NotifyClose(make(chan *amqp.Error, 1)),
-		cancels: ch.NotifyCancel(make(chan string, 1)),
+		ch:         ch,
+		probation:  s.prefetch > 1,
+		closes:     ch.NotifyClose(make(chan *amqp.Error, 1)),
+		rawCancels: ch.NotifyCancel(make(chan string, 2)), // one per consumer: amqp091-go blocks on a full one
 	}
-	if err := ch.Qos(s.prefetch, 0, false); err != nil {
+	cancels := make(chan string, 1)
+	c.cancels, c.passCancel = cancels, cancels
+	prefetch := s.prefetch
+	if c.probation {
+		prefetch = 1
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
 		closeChannel(ch)
 		return nil, err
 	}
@@ -258,7 +286,7 @@ func (s *subscription) open(ctx context.Context) (*consumeCh, error) {
 		closeChannel(ch)
 		return nil, err
 	}
-	c.ledger = newAckLedger(ch, s.prefetch)
+	c.ledger = newAckLedger(ch, prefetch)
 	return c, nil
 }
 
@@ -420,26 +448,41 @@ func (s *subscription) dropBuffered() {
 }
 
 // forward hands deliveries on until the channel's deliveries close (true)
-// or halt (false).
+// or halt (false); after its probation, those of both its consumers, in
+// the order the broker sent them.
 func (s *subscription) forward(c *consumeCh) bool {
-	for {
+	for c.deliveries != nil || c.rest != nil {
+		var d amqp.Delivery
+		var ok bool
 		select {
-		case d, ok := <-c.deliveries:
+		case d, ok = <-c.deliveries:
 			if !ok {
-				return true
+				c.deliveries = nil
+				continue
 			}
-			if c.ch.IsClosed() {
-				continue // stale already: the broker redelivers it
-			}
-			select {
-			case s.out <- toDelivery(c.ch, c.ledger, s.queue, &d):
-			case <-s.stop:
-				return false
+		case d, ok = <-c.rest:
+			if !ok {
+				c.rest = nil
+				continue
 			}
 		case <-s.stop:
 			return false
 		}
+		if c.ch.IsClosed() {
+			continue // stale already: the broker redelivers it
+		}
+		if !s.hand(c, d) {
+			return false
+		}
+		if c.probation && !d.Redelivered {
+			s.endProbation(c)
+		}
 	}
+	if !s.handPending(c) {
+		return false
+	}
+	c.passCancels(s.tag)
+	return true
 }
 
 // resubscribe consumes again on a new channel, retrying with backoff; nil
@@ -454,7 +497,7 @@ func (s *subscription) resubscribe() *consumeCh {
 		c, err := s.open(ctx)
 		if err == nil {
 			s.mu.Lock()
-			s.ch, s.ledger = c.ch, c.ledger
+			s.ch, s.ledger, s.restTag = c.ch, c.ledger, ""
 			cancelled := s.cancelled
 			s.mu.Unlock()
 			if cancelled { // Cancel saw the old channel: cancel on this one

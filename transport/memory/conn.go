@@ -68,7 +68,7 @@ func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, 
 	if err != nil {
 		return transport.QueueInfo{}, err
 	}
-	return transport.QueueInfo{Name: q.name, Messages: q.ready.len(), Consumers: len(q.consumers)}, nil
+	return transport.QueueInfo{Name: q.name, Messages: q.ready.len(), Consumers: q.consumerCount()}, nil
 }
 
 // Publish routes p and confirms at once. A mandatory publish that reached
@@ -208,7 +208,8 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 		b.tags++
 		tag = "amq.ctag-memory-" + strconv.FormatUint(b.tags, 10)
 	}
-	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, ch: make(chan transport.Delivery, prefetch)}
+	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, probation: prefetch > 1, // probation.go
+		ch: make(chan transport.Delivery, prefetch)}
 	b.watchRefusals(s, opts.OnRefused)
 	s.reportTimeoutsTo(opts.OnConsumerTimeout)
 	c.subs = append(c.subs, s)

@@ -108,6 +108,9 @@ func (b *Broker) deliver(s *subscription, m *message) {
 	s.held.add(m)
 	m.q.unacked++
 	s.ch <- b.delivery(m, m) // never blocks: the buffer holds prefetch
+	if !m.redelivered {
+		s.probation = false // probation.go
+	}
 }
 
 // holder tracks the unsettled deliveries of one channel (a subscription,

@@ -84,7 +84,7 @@ func (q *queue) nextConsumer() *subscription {
 	n := len(q.consumers)
 	for i := range n {
 		s := q.consumers[(q.rr+i)%n]
-		if s.held.live < s.prefetch {
+		if s.room() {
 			q.rr = (q.rr + i + 1) % n
 			return s
 		}

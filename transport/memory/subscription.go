@@ -19,11 +19,12 @@ type subscription struct {
 	ch       chan transport.Delivery
 
 	// guarded by the broker's lock
-	held     holder
-	canceled bool
-	closed   bool
-	err      error // why it ended unasked; see Err
-	timeout  consumerTimer
+	held      holder
+	probation bool // taking one delivery at a time until one is not redelivered
+	canceled  bool
+	closed    bool
+	err       error // why it ended unasked; see Err
+	timeout   consumerTimer
 }
 
 var _ transport.Subscription = (*subscription)(nil)
