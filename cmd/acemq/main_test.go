@@ -315,7 +315,7 @@ func TestReplayCommand(t *testing.T) {
 	// --no-restart, --id, --json.
 	code, out, _ = cli(t, dial, "replay", "--url", "amqp://x", "--queue", "orders", "--id", "m-2", "--no-restart", "--json")
 	var got replayOut
-	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got != (replayOut{From: "orders.dlq", To: "orders", Moved: 1, Stopped: "drained"}) {
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got != (replayOut{From: "orders.dlq", To: "orders", Moved: 1, Stopped: "drained", Before: 1}) {
 		t.Errorf("%d %v %+v", code, err, got)
 	}
 	d = b.Peek("orders")[2]

@@ -57,6 +57,16 @@ unacked, and afterwards RabbitMQ marks them redelivered. On a quorum queue
 (not the default for .dlq and .parked) what was looked at goes to the back
 of the queue and counts as a delivery towards x-delivery-limit.
 
+Before it reads, it asks the management API what a read costs: a .dlq,
+.parked or archive queue without a delivery limit is read at once; any
+other queue is read after a note on stderr saying the cost, and one whose
+delivery limit a read counts against (or, not set aside, whose limit
+cannot be told) is refused unless --spend-deliveries is given.
+
+It reads on a connection of its own: a message this client cannot read
+(headers nested deeper than 32, or over 8192 entries) closes that
+connection alone, and the error says how to remove it.
+
 With --match, --match-body or --id (replay's filters) it is a dry run of a
 replay: it reads the whole queue (up to --scan messages), lists up to --limit
 of those the filter matches, and says how many a replay with it would move.
@@ -73,6 +83,7 @@ Example:
 	var ids listFlag
 	fs.Var(&ids, "id", "show only the message with this x-acemq-id (repeatable)")
 	scan := fs.Int("scan", 10000, "with a filter, read at most this many messages")
+	management, spend := readFlags(fs)
 	if code, done := a.parse(fs, args); done {
 		return code
 	}
@@ -94,11 +105,22 @@ Example:
 		return code
 	}
 	defer t.Close()
+	if code, ok := a.mayRead(fs, t, *management, *spend, *queue); !ok {
+		return code
+	}
+	r, closeRead, code := a.openReadPath(fs, t)
+	if r == nil {
+		return code
+	}
+	defer closeRead()
 	var out peekOut
 	if filter == nil {
-		out, err = a.look(t, *queue, *limit, *body)
+		out, err = a.look(r, *queue, *limit, *body)
 	} else {
-		out, err = a.lookFor(t, *queue, *scan, *limit, *body, filter)
+		out, err = a.lookFor(r, *queue, *scan, *limit, *body, filter)
+	}
+	if err != nil && isUnreadable(err) && len(out.Messages) > 0 {
+		a.printPeek(out, *body) // what was read before it, then why the rest cannot be
 	}
 	if err != nil {
 		return a.fail(fs, err)

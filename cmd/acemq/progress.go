@@ -97,7 +97,12 @@ func (p *progress) show(now time.Time) {
 	}
 	counts := fmt.Sprintf("%d", p.done)
 	eta := ""
-	if p.total > 0 {
+	switch {
+	case p.total > 0 && p.done > p.total:
+		// The queue grew while it was read: no percentage over 100, no
+		// time left, but what was expected, said.
+		counts = fmt.Sprintf("%d (%d were counted at the start: the queue grew while it was read)", p.done, p.total)
+	case p.total > 0:
 		counts = fmt.Sprintf("%d of %d (%d%%)", p.done, p.total, p.done*100/p.total)
 		if rate > 0 && p.done < p.total {
 			left := time.Duration(float64(p.total-p.done) / rate * float64(time.Second))
@@ -114,7 +119,7 @@ func (p *progress) show(now time.Time) {
 		return
 	}
 	bar := ""
-	if p.total > 0 {
+	if p.total > 0 && p.done <= p.total {
 		const width = 30
 		n := min(width, p.done*width/p.total)
 		bar = "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "] "

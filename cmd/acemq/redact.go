@@ -63,20 +63,27 @@ func secretArgs(args []string) secrets {
 		if !mightHoldPassword(arg) {
 			continue
 		}
-		s.add(arg, false)
+		// Every form of it the flag package quotes is a piece of a
+		// secret, whether or not the piece looks like one: an "=" can cut
+		// the password in two (--x://u:pw=@host is a flag named
+		// "x://u:pw").
+		s.add(arg, true)
+		s.add(name, true)
 		if hasValue {
-			for _, part := range []string{n, v} {
-				if mightHoldPassword(part) {
-					s.add(part, false)
-				}
+			if !plainFlagName(n) {
+				s.add(n, true)
 			}
-		}
-		if mightHoldPassword(name) {
-			s.add(name, false)
+			s.add(v, true)
 		}
 	}
 	s.sort()
 	return s
+}
+
+// plainFlagName reports whether n could name a flag (--attempts=...):
+// then it is the flag's name, not a piece of the secret after it.
+func plainFlagName(n string) bool {
+	return n != "" && strings.Trim(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == ""
 }
 
 // withVariables adds the values of urlVariables, read with getenv.

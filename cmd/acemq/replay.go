@@ -21,7 +21,12 @@ type replayOut struct {
 	Moved   int    `json:"moved"`
 	Skipped int    `json:"skipped"`
 	Stopped string `json:"stopped"`
-	Error   string `json:"error,omitempty"`
+	// Before is how many were ready in the source when replay began, and
+	// Grew by how many more it took (moved and skipped) than that: the
+	// source grew while it was read.
+	Before int    `json:"before"`
+	Grew   int    `json:"grew,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // listFlag is a repeatable string flag.
@@ -60,6 +65,7 @@ Example:
 	fs.Var(&ids, "id", "move only the message with this x-acemq-id (repeatable)")
 	noRestart := fs.Bool("no-restart", false, "keep the attempt and the reason as they are, instead of attempt 1 and no reason")
 	every := fs.Duration("progress", 2*time.Second, "print progress to stderr this often (0: never)")
+	management, spend := readFlags(fs)
 	if code, done := a.parse(fs, args); done {
 		return code
 	}
@@ -94,7 +100,15 @@ Example:
 			return a.fail(fs, err)
 		}
 	}
-	depth := 0 // for progress and the count left after an interruption
+	if code, ok := a.mayRead(fs, t, *management, *spend, source); !ok {
+		return code
+	}
+	r, closeRead, code := a.openReadPath(fs, t)
+	if r == nil {
+		return code
+	}
+	defer closeRead()
+	depth := 0 // for progress, and to tell whether the queue grew while it was read
 	if info, err := t.Inspect(a.ctx, source); err == nil {
 		depth = info.Messages
 	}
@@ -104,21 +118,26 @@ Example:
 		prog.note = r.String() + " so far"
 		prog.set(r.Moved + r.Skipped)
 	}
-	res, err := acemq.Replay(a.ctx, t, source, opts)
+	res, err := acemq.Replay(a.ctx, r, source, opts)
 	prog.stop()
 	interrupted := a.ctx.Err() != nil && errors.Is(err, context.Canceled)
+	grew := max(0, res.Moved+res.Skipped-depth)
 	if *asJSON {
-		out := replayOut{From: source, To: target, Moved: res.Moved, Skipped: res.Skipped, Stopped: string(res.Stopped)}
+		out := replayOut{From: source, To: target, Moved: res.Moved, Skipped: res.Skipped, Stopped: string(res.Stopped), Before: depth, Grew: grew}
 		if err != nil {
 			out.Error = a.redact(explain(err))
 		}
 		a.printJSON(out)
 	} else {
 		fmt.Fprintln(a.stdout, res)
+		if grew > 0 {
+			fmt.Fprintf(a.stdout, "%s grew by %d while it was read (%d taken, %d ready when replay began: another reader gave messages back, or new ones came)\n",
+				escape.String(source), grew, res.Moved+res.Skipped, depth)
+		}
 	}
 	switch {
 	case interrupted:
-		fmt.Fprintf(a.stderr, "interrupted: moved %d, left %d\n", res.Moved, max(0, depth-res.Moved))
+		fmt.Fprintf(a.stderr, "interrupted: moved %d; %s holds %d ready\n", res.Moved, escape.String(source), a.settle(t, source, res.Skipped))
 		return exitError
 	case err != nil:
 		return a.fail(fs, errors.New(escape.String(explain(err))))

@@ -30,19 +30,60 @@ type triageOut struct {
 	Groups []triageGroup `json:"groups"`
 }
 
-// actionOut is what a replay or discard of a group did.
+// actionOut is what a replay or discard of a group did, counted as it
+// happened: every figure is a count of messages the move took, moved or
+// gave back, or one the broker gave, never one worked out from another, so
+// none can be negative, and a queue that changed while it was read (another
+// reader giving messages back, new dead letters) is said, not hidden.
 type actionOut struct {
-	Queue       string `json:"queue"`
-	Group       string `json:"group"`
-	Action      string `json:"action"` // replay or discard
-	To          string `json:"to"`     // a queue, or the archive file
-	Matched     int    `json:"matched"`
-	Moved       int    `json:"moved"`
-	Left        int    `json:"left"` // of the group, still in the queue
-	Before      int    `json:"before"`
-	After       int    `json:"after"`
+	Queue  string `json:"queue"`
+	Group  string `json:"group"`
+	Action string `json:"action"` // replay or discard
+	To     string `json:"to"`     // a queue, or the archive file
+	// Matched is how many of the group triage counted when it read the
+	// queue; the move can find more (or fewer) if the queue changed since.
+	Matched int `json:"matched"`
+	// Moved is how many were moved: each counted once its copy was safe
+	// and its original acknowledged.
+	Moved int `json:"moved"`
+	// Left is how many of the group are still in the queue as far as the
+	// move knows: those it took and gave back, and, when it stopped before
+	// the queue was empty (--limit, an error, an interruption), those
+	// counted when read that it did not reach.
+	Left int `json:"left"`
+	// Taken is how many messages the move took from the queue, of the
+	// group or not: a pass to the end takes every message then ready.
+	Taken int `json:"taken"`
+	// Grew is by how many messages the queue grew while it was read: how
+	// many more the move took than were ready when triage began.
+	Grew    int    `json:"grew,omitempty"`
+	Before  int    `json:"before"` // ready when triage began
+	After   int    `json:"after"`  // ready at the end, as the broker counts them
+	Stopped string `json:"stopped"`
+	// Interrupted: SIGINT, SIGTERM or SIGHUP stopped the move.
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Error       string `json:"error,omitempty"`
+}
+
+// Why a move stopped.
+const (
+	stoppedDrained     = "drained"     // nothing more in the queue
+	stoppedLimit       = "limit"       // --limit reached
+	stoppedInterrupted = "interrupted" // a signal
+	stoppedError       = "error"
+)
+
+// account fills in what follows from the move's own counts, once it has
+// ended: the group left behind, by how much the queue grew, and the
+// broker's count of what is ready now (waiting, a few seconds at most, for
+// what was given back to be requeued).
+func (a *app) account(t transport.Transport, res *actionOut, givenBackOfGroup int) {
+	res.Left = givenBackOfGroup
+	if res.Stopped != stoppedDrained {
+		res.Left += max(0, res.Matched-res.Moved-givenBackOfGroup)
+	}
+	res.Grew = max(0, res.Taken-res.Before)
+	res.After = a.settle(t, res.Queue, res.Taken-res.Moved)
 }
 
 // triage reads a dead-letter or parked queue without taking anything,
@@ -55,7 +96,11 @@ their reason with what varies between messages (ids, UUIDs, numbers, hex,
 quoted values) taken out. Per group: how many, the attempts, the oldest and
 newest creation (and broker dead-letter) time, a sample id and body. On a
 quorum queue (not the default for .dlq and .parked) each read counts as a
-delivery towards x-delivery-limit, as peek's do.
+delivery towards x-delivery-limit, as peek's do: it says what a read costs
+before it reads, and refuses a queue whose delivery limit a read counts
+against (or, not a .dlq, .parked or archive queue, whose limit cannot be
+told) unless --spend-deliveries is given. It reads on a connection of its
+own, which a message this client cannot read closes alone.
 
 With --replay GROUP it moves that group's messages back to their queue, as
 acemq replay does. With --discard GROUP it moves them into an archive, a JSON
@@ -63,7 +108,10 @@ lines file (--to-file: headers, properties, the body in base64) or a queue
 (--to-queue, declared durable when missing), each with audit headers: who
 (--operator), why (--why, required) and when. Each copy is written (the file
 synced, the queue's publish confirmed) before its original is acknowledged.
-It prints the counts before and after. A group that matches nothing, an
+It prints what it counted as it went: how many of the group it moved and
+left, by how much the queue grew while it was read (another reader giving
+messages back), and the broker's count before and after. A group that
+matches nothing, an
 error or an interruption (SIGINT, SIGTERM, SIGHUP: the message in flight is
 finished, the rest stays) is exit status 1.
 
@@ -85,6 +133,7 @@ Examples:
 	limit := fs.Int("limit", 0, "move at most this many (0: the whole group)")
 	noRestart := fs.Bool("no-restart", false, "with --replay: keep the attempt and the reason")
 	every := fs.Duration("progress", progressEvery, "progress on stderr this often (0: never)")
+	management, spend := readFlags(fs)
 	pos, code, done := a.parseInterspersed(fs, args)
 	if done {
 		return code
@@ -130,10 +179,19 @@ Examples:
 	}
 	defer t.Close()
 
+	if code, ok := a.mayRead(fs, t, *management, *spend, *queue); !ok {
+		return code
+	}
 	info, err := t.Inspect(a.ctx, *queue)
 	if err != nil {
 		return a.fail(fs, err)
 	}
+	r, closeRead, code := a.openReadPath(fs, t)
+	if r == nil {
+		return code
+	}
+	defer closeRead()
+	t = r
 	sel := *replayGroup + *discardGroup
 	out, err := a.scan(t, *queue, info.Messages, *readN, *excerpt, *every, *asJSON)
 	if err != nil && a.ctx.Err() != nil {
@@ -178,9 +236,10 @@ Examples:
 			}
 		}
 	}
-	res.Left = res.Matched - res.Moved
-	res.After = res.Before - res.Moved
 	res.Interrupted = a.ctx.Err() != nil
+	if err != nil && res.Stopped == "" { // the move did not start
+		res.Stopped, res.After = stoppedError, a.settle(t, res.Queue, 0)
+	}
 	if err != nil {
 		res.Error = a.redact(escape.String(err.Error()))
 	}
@@ -258,13 +317,20 @@ func (a *app) scan(t transport.Transport, queue string, depth, limit, excerpt in
 	return out, err
 }
 
-// settle waits, up to a few seconds, until queue shows the depth it had
-// before the scan: what the scan gave back is requeued by the broker after
-// the give-back is sent, and a take before that would miss it.
-func (a *app) settle(t transport.Transport, queue string, depth int) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if info, err := t.Inspect(a.ctx, queue); err != nil || info.Messages >= depth {
-			return
+// settle waits, up to a few seconds, until queue shows at least depth
+// ready messages, and returns how many it shows: what a read gave back is
+// requeued by the broker after the give-back is sent, and a take (or a
+// count) before that would miss it. It returns the last count it got
+// (0 when it could get none).
+func (a *app) settle(t transport.Transport, queue string, depth int) int {
+	last := 0
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		info, err := t.Inspect(context.WithoutCancel(a.ctx), queue)
+		if err == nil {
+			last = info.Messages
+		}
+		if err != nil || info.Messages >= depth || !time.Now().Before(deadline) {
+			return last
 		}
 	}
 }
@@ -312,8 +378,15 @@ func (a *app) printAction(r actionOut) {
 	if r.Action == "discard" {
 		verb = "archived in"
 	}
-	fmt.Fprintf(a.stdout, "%s: group %s, %s: %d %s %s, %d left\n", r.Queue, escape.String(r.Group), countOf(r.Matched), r.Moved, verb, escape.String(r.To), r.Left)
-	fmt.Fprintf(a.stdout, "%s: %s before, %d after\n", r.Queue, countOf(r.Before), r.After)
+	fmt.Fprintf(a.stdout, "%s: group %s, %s when read: %d %s %s, %d left\n", r.Queue, escape.String(r.Group), countOf(r.Matched), r.Moved, verb, escape.String(r.To), r.Left)
+	if r.Grew > 0 || r.Moved > r.Matched {
+		fmt.Fprintf(a.stdout, "%s: the queue grew by %d while it was read (%d taken, %d ready when triage began: another reader gave messages back, or new ones came); every one moved was of the group\n",
+			r.Queue, r.Grew, r.Taken, r.Before)
+	}
+	if gone := r.Matched - r.Moved - r.Left; r.Stopped == stoppedDrained && gone > 0 {
+		fmt.Fprintf(a.stdout, "%s: %d of the group counted when read were no longer there: another reader took them meanwhile\n", r.Queue, gone)
+	}
+	fmt.Fprintf(a.stdout, "%s: %s ready before, %d after\n", r.Queue, countOf(r.Before), r.After)
 }
 
 func countOf(n int) string {
@@ -323,8 +396,9 @@ func countOf(n int) string {
 	return fmt.Sprintf("%d messages", n)
 }
 
-// triageReplay moves want messages of the group back, with acemq.Replay.
-func (a *app) triageReplay(t transport.Transport, res *actionOut, to string, want, limit int, keep bool, every time.Duration) error {
+// triageReplay moves want messages of the group back, with acemq.Replay,
+// and counts what it did (account).
+func (a *app) triageReplay(t transport.Transport, res *actionOut, to string, want, limit int, keep bool, every time.Duration) (err error) {
 	res.Action = "replay"
 	target := to
 	if target == "" {
@@ -344,10 +418,18 @@ func (a *app) triageReplay(t transport.Transport, res *actionOut, to string, wan
 	r, err := acemq.Replay(a.ctx, t, res.Queue, acemq.ReplayOptions{To: target, Limit: limit, KeepAttempts: keep,
 		Filter:   func(env acemq.Envelope, _ []byte) bool { return triage.Matches(sel, env.Error) },
 		Progress: func(r acemq.ReplayResult) { prog.set(r.Moved) }})
-	res.Moved = r.Moved
-	if err != nil && errors.Is(err, context.Canceled) {
-		return nil // said as interrupted
+	res.Moved, res.Taken = r.Moved, r.Moved+r.Skipped
+	switch {
+	case a.ctx.Err() != nil && err != nil && errors.Is(err, context.Canceled):
+		res.Stopped, err = stoppedInterrupted, nil // said as interrupted
+	case err != nil:
+		res.Stopped = stoppedError
+	case r.Stopped == acemq.ReplayDrained:
+		res.Stopped = stoppedDrained
+	default:
+		res.Stopped = stoppedLimit
 	}
+	a.account(t, res, 0) // Replay gives back only what its filter skips: none of the group
 	return err
 }
 
@@ -364,37 +446,48 @@ func queueOf(setAside string) (string, bool) {
 // triageDiscard moves want messages of the group into arch, one at a time:
 // each is in the archive (written and synced, or confirmed) before its
 // original is acknowledged. The others are held and given back at the end,
-// in their order, as a replay does.
-func (a *app) triageDiscard(t transport.Transport, res *actionOut, arch archive, want, limit int, every time.Duration) error {
+// in their order, as a replay does. It counts what it did (account): each
+// message taken, each moved, each of the group given back.
+func (a *app) triageDiscard(t transport.Transport, res *actionOut, arch archive, want, limit int, every time.Duration) (err error) {
 	prog := a.newProgress(res.Queue+" -> "+arch.name()+": moved", want, every)
 	defer prog.stop()
 	var held []transport.Delivery
+	ofGroup := 0 // of held, those of the group
 	defer func() {
 		for _, d := range held {
 			_ = d.Reject(true)
 		}
+		a.account(t, res, ofGroup)
 	}()
+	res.Stopped = stoppedLimit
 	for limit <= 0 || res.Moved < limit {
 		if a.ctx.Err() != nil {
+			res.Stopped = stoppedInterrupted
 			return nil // said as interrupted
 		}
 		// Not cancelled: a message taken is always either moved or held.
 		d, ok, err := t.Get(context.WithoutCancel(a.ctx), res.Queue)
 		if err != nil {
+			res.Stopped = stoppedError
 			return err
 		}
 		if !ok {
+			res.Stopped = stoppedDrained
 			return nil
 		}
+		res.Taken++
 		if !triage.Matches(res.Group, acemq.EnvelopeOf(d).Error) {
 			held = append(held, d)
 			continue
 		}
 		if err := arch.keep(d); err != nil {
 			held = append(held, d)
+			ofGroup++
+			res.Stopped = stoppedError
 			return fmt.Errorf("archive %s: %w; the message is still in %s", arch.name(), err, res.Queue)
 		}
 		if err := d.Ack(); err != nil {
+			res.Stopped = stoppedError
 			return fmt.Errorf("message %s is in %s but could not be acknowledged, so it is in %s too: %w", acemq.EnvelopeOf(d).ID, arch.name(), res.Queue, err)
 		}
 		res.Moved++

@@ -114,7 +114,7 @@ func TestTriageReplayGroup(t *testing.T) {
 	b, dial := memoryBroker(t, "orders", reasons...)
 	group := triage.ID("exhausted <n> attempts: POST https://wh.internal/reserve/<n>: HTTP 503")
 	code, out, errOut := cli(t, dial, "triage", "orders.dlq", "--url", "amqp://localhost", "--replay", group)
-	want := fmt.Sprintf("orders.dlq: group %s, 7 messages: 7 replayed to orders, 0 left\norders.dlq: 18 messages before, 11 after\n", group)
+	want := fmt.Sprintf("orders.dlq: group %s, 7 messages when read: 7 replayed to orders, 0 left\norders.dlq: 18 messages ready before, 11 after\n", group)
 	if code != 0 || out != want {
 		t.Fatalf("replay: %d\n%s\nwant\n%s%s", code, out, want, errOut)
 	}
@@ -146,7 +146,7 @@ func TestTriageDiscardToFile(t *testing.T) {
 	group := triage.ID(`the handler rejected it: no such customer "<q>"`)
 	code, out, errOut := cli(t, dial, "triage", "orders.dlq", "--url", "amqp://localhost", "--discard", group,
 		"--why", "customers deleted in the GDPR purge", "--operator", "alice", "--to-file", file)
-	want := fmt.Sprintf("orders.dlq: group %s, 4 messages: 4 archived in %s, 0 left\norders.dlq: 18 messages before, 14 after\n", group, file)
+	want := fmt.Sprintf("orders.dlq: group %s, 4 messages when read: 4 archived in %s, 0 left\norders.dlq: 18 messages ready before, 14 after\n", group, file)
 	if code != 0 || out != want {
 		t.Fatalf("discard: %d\n%s\nwant\n%s%s", code, out, want, errOut)
 	}

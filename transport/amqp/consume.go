@@ -373,11 +373,7 @@ func (s *subscription) ended(c *consumeCh) ending {
 	}
 	if end.unreadable {
 		if n := s.t.countUnreadable(s.queue); n == 1 {
-			s.log.Error("acemq: a delivery this client cannot read (frame error 501/502: headers nested deeper than 32 or over 8192 entries?) "+
-				"is at the head of queue "+s.queue+s.unreadableWhere()+"; amqp091-go refuses it and closes the whole connection, "+
-				"and no amqp091-go client (acemq peek and replay included) can take it. Remove it with the management UI's "+
-				"Get messages (ack mode: reject, requeue false, dead-letters it), or give the queue a delivery limit "+
-				"(quorum queues: policy delivery-limit) so that the broker dead-letters it", fields...)
+			s.log.Error("acemq: "+UnreadableAdvice(s.queue+s.unreadableWhere()), fields...)
 		} else {
 			s.log.Error("acemq: the delivery this client cannot read is still at the head of queue "+s.queue+s.unreadableWhere(),
 				append(fields, zap.Int("connections_lost", n))...)
