@@ -26,9 +26,10 @@ const refusalLogEvery = 30 * time.Second
 // connections for now (transport.ErrRefused: a connection limit reached,
 // a vhost down, a node not accepting connections). Such a refusal never
 // ends Run: the transport dials again with backoff, and the server counts
-// each refusal (acemq.connection.refusals), logs the streak (its first
-// refusal, then at most once every refusalLogEvery, then its end), and is
-// not ready (CheckReady) while any queue's consumer is refused.
+// each refusal (acemq.connection.refusals), logs the streak (a warn line
+// for its first refusal, then at most one every refusalLogEvery, and an
+// info line at its end; each queue's own end at debug level), and is not
+// ready (CheckReady) while any queue's consumer is refused.
 //
 // A streak is the server's, not a queue's: it begins with the first queue
 // refused while none was, and ends when the last refused queue is
@@ -53,7 +54,7 @@ func (e *engine) noteRefusal(queue string, err error) {
 			return
 		}
 		delete(r.refused, queue)
-		e.log.Info("acemq: the broker accepts the consumer's connection again; consuming", zap.String("queue", queue))
+		e.log.Debug("acemq: the broker accepts the consumer's connection again; consuming", zap.String("queue", queue))
 		if len(r.refused) == 0 {
 			e.log.Info("acemq: the broker accepts every consumer's connection again",
 				zap.Int("refusals", r.tries), zap.Stringer("refused_for", now.Sub(r.since).Round(time.Millisecond)))
