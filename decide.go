@@ -32,6 +32,9 @@ type verdict struct {
 	// stamp says the copy only puts the id made up for an id-less message
 	// on it (ErrNeedsID): same queue, same attempt, no wait.
 	stamp bool
+	// err is a retry's error, the handler's own, for the retry's log line:
+	// an on-call engineer tells a 429 from a 500 by it after the fact.
+	err error
 }
 
 // ErrNeedsID is what a handler or middleware retries with when the message
@@ -147,7 +150,11 @@ func decideRetry(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 		}
 		w = p.WaitFor(d)
 	}
-	return q.wait(env, w, hop{to: q.name, attempt: env.Attempt + 1})
+	v := q.wait(env, w, hop{to: q.name, attempt: env.Attempt + 1})
+	if v.cause == "" { // a retry, not a wait too long to carry
+		v.err = err
+	}
+	return v
 }
 
 // decideSnooze puts the message off without spending an attempt, bounded

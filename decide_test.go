@@ -101,7 +101,14 @@ func TestDecide(t *testing.T) {
 			env := Envelope{ID: "m-1", Attempt: max(tt.attempt, 1), Snoozes: tt.snoozes, CreatedAt: now.Add(-tt.age), Queue: "orders"}
 			q := s.resolve("orders")
 			q.delays = !tt.noDelay && !tt.noDecl
-			if got := decide(q, env, tt.answer, now); got != tt.want {
+			got := decide(q, env, tt.answer, now)
+			// A retry carries its error for its log line, and nothing else does.
+			if isRetry := got.settle == settleCopy && !got.snooze && !got.stamp && got.cause == ""; isRetry != (got.err != nil) ||
+				(isRetry && !errors.Is(got.err, boom)) {
+				t.Errorf("decide(%v) carries the error %v", tt.answer, got.err)
+			}
+			got.err = nil
+			if got != tt.want {
 				t.Errorf("decide(%v) =\n %+v\nwant\n %+v", tt.answer, got, tt.want)
 			}
 		})
@@ -115,9 +122,10 @@ func TestDecideRungMissing(t *testing.T) {
 	t.Parallel()
 	q := (&Server{Retry: retry.Exponential(4, 40*time.Second, time.Hour)}).resolve("orders")
 	now := time.Now()
-	v := decide(q, Envelope{Attempt: 1, CreatedAt: now}, ack.Retry(errors.New("x")), now)
+	x := errors.New("x")
+	v := decide(q, Envelope{Attempt: 1, CreatedAt: now}, ack.Retry(x), now)
 	got := v.inProcessInstead(q.name)
-	want := verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 40 * time.Second}}
+	want := verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 40 * time.Second}, err: x}
 	if got != want {
 		t.Errorf("inProcessInstead = %+v, want %+v", got, want)
 	}

@@ -81,6 +81,8 @@ func (e *engine) run(ctx context.Context) error {
 		c.start()
 	}
 	e.srv.markReady()
+	e.logStarted(queues)
+	started := time.Now()
 	defer e.watchHandlers()() // after the drain, when no handler of the engine's runs
 	var failure error
 	select {
@@ -91,6 +93,7 @@ func (e *engine) run(ctx context.Context) error {
 		e.stop.request(time.Now().Add(e.shutdownTimeout))
 	}
 	e.drain()
+	e.logStopped(started, failure)
 	switch {
 	case failure != nil:
 		return failure

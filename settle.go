@@ -10,6 +10,7 @@ import (
 
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/internal/logging"
 	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
@@ -277,8 +278,12 @@ func (c *consumer) publishOnce(ctx context.Context, m *Message, d transport.Deli
 	}
 }
 
+// retryErrorCap bounds the error on a retry's log line: one line per
+// attempt, and a wrapped error with its cause is well under a kilobyte.
+const retryErrorCap = 1 << 10
+
 // count counts a retry scheduled, by where it waits, or a snooze, and
-// logs it with its wait and where it waits.
+// logs it with its wait, where it waits and, for a retry, its error.
 func (c *consumer) count(m *Message, v verdict) {
 	wait, where := v.copy.wait, retry.InProcess
 	switch v.where {
@@ -292,8 +297,12 @@ func (c *consumer) count(m *Message, v verdict) {
 		what = "acemq: snoozed"
 	}
 	if ce := c.e.log.Check(zap.InfoLevel, what); ce != nil {
+		why := zap.Skip()
+		if v.err != nil { // what the handler said: a 429 is not a 500
+			why = zap.String("error", logging.Cut(v.err.Error(), retryErrorCap))
+		}
 		ce.Write(zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()),
-			zap.Stringer("wait", wait), zap.Stringer("where", where), zap.String("to", v.copy.to))
+			zap.Stringer("wait", wait), zap.Stringer("where", where), zap.String("to", v.copy.to), why)
 	}
 	if v.snooze {
 		c.e.inst.snoozed.Add(context.Background(), 1, c.q.metrics.retries(v.where)...)
@@ -319,6 +328,7 @@ func (c *consumer) ack(d transport.Delivery, m *Message) {
 }
 
 func (c *consumer) giveBack(d transport.Delivery) {
+	c.e.stop.gaveBack() // for the drain's line
 	if err := d.Reject(true); err != nil {
 		c.e.log.Debug("acemq: give back", zap.String("queue", c.q.name), zap.String("id", EnvelopeOf(d).ID), zap.Error(err))
 	}

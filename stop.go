@@ -35,6 +35,7 @@ import (
 type stop struct {
 	mu       sync.Mutex
 	deadline time.Time
+	asked    time.Time // when the stop was first requested
 
 	requested chan struct{}
 	cancelled chan struct{}
@@ -42,6 +43,8 @@ type stop struct {
 	ended     chan struct{}
 
 	cutHandlers atomic.Int64 // handlers the deadline cut off
+	handled     atomic.Int64 // deliveries settled by their handler's answer, for the drain's line
+	givenBack   atomic.Int64 // deliveries given back to the broker once the stop was requested
 }
 
 func newStop() *stop {
@@ -61,7 +64,33 @@ func (st *stop) request(deadline time.Time) {
 	if st.deadline.IsZero() || deadline.Before(st.deadline) {
 		st.deadline = deadline
 	}
+	if st.asked.IsZero() {
+		st.asked = time.Now()
+	}
 	closeOnce(st.requested)
+}
+
+// requestedAt is when the stop was first requested; zero before.
+func (st *stop) requestedAt() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.asked
+}
+
+// settled counts a delivery that ended with outcome o: handled, unless the
+// server gave it back or holds it (gaveBack counts the give-backs).
+func (st *stop) settled(o outcome) {
+	if o != outcomeGivenBack && o != outcomeHeld {
+		st.handled.Add(1)
+	}
+}
+
+// gaveBack counts a delivery given back to the broker, once the stop was
+// requested: the drain's line says how many it returned unhandled.
+func (st *stop) gaveBack() {
+	if isClosed(st.requested) {
+		st.givenBack.Add(1)
+	}
 }
 
 func (st *stop) deadlineOf() time.Time {

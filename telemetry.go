@@ -108,6 +108,7 @@ func answered(span trace.Span, a ack.Ack) {
 // its span as held (outcomeHeld, no metric) and is counted once it is
 // settled.
 func (c *consumer) finish(m *Message, v settling, o outcome) {
+	c.e.stop.settled(o) // for the drain's line
 	s := c.q.metrics.sets(o, v.cause)
 	if o != outcomeHeld {
 		c.e.inst.handled.Add(v.ctx, 1, s.add...)
