@@ -121,24 +121,31 @@ func capFields(fields []zapcore.Field) ([]zapcore.Field, bool) {
 
 // capField is f cut to its cap, and true, or false when f is within it
 // or is of a type that is not capped.
+// Nothing within IDCap, the least cap, is looked at further: that is
+// every field of the usual line, and costs a length test.
 func capField(f zapcore.Field) (zapcore.Field, bool) {
-	limit := capOf(f.Key)
 	switch f.Type {
 	case zapcore.StringType:
-		if len(f.String) > limit {
-			return zap.String(f.Key, Cut(f.String, limit)), true
+		if len(f.String) > IDCap {
+			if limit := capOf(f.Key); len(f.String) > limit {
+				return zap.String(f.Key, Cut(f.String, limit)), true
+			}
 		}
 	case zapcore.ByteStringType:
-		if b, _ := f.Interface.([]byte); len(b) > limit {
-			return zap.String(f.Key, cut(b, limit)), true
+		if b, _ := f.Interface.([]byte); len(b) > IDCap {
+			if limit := capOf(f.Key); len(b) > limit {
+				return zap.String(f.Key, cut(b, limit)), true
+			}
 		}
 	case zapcore.ErrorType:
 		err, _ := f.Interface.(error)
 		if err == nil {
 			return f, false
 		}
-		if s := safeError(err); len(s) > limit {
-			return zap.String(f.Key, Cut(s, limit)), true
+		if s := safeError(err); len(s) > IDCap {
+			if limit := capOf(f.Key); len(s) > limit {
+				return zap.String(f.Key, Cut(s, limit)), true
+			}
 		}
 	}
 	return f, false
