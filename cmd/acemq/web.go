@@ -125,10 +125,11 @@ Example:
 	if *allow {
 		mode = "actions allowed, as " + escape.String(*operator)
 	}
+
+	fmt.Fprintf(a.stdout, "acemq web: serving http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
 	for _, q := range readable {
 		fmt.Fprintf(a.stdout, "acemq web: %s may be read (--allow-read); each read is shown with its cost and made only once confirmed\n", escape.String(q))
 	}
-	fmt.Fprintf(a.stdout, "acemq web: serving http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
 	if f, ok := a.stdout.(interface{ Flush() error }); ok {
 		_ = f.Flush()
 	}

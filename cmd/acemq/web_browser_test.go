@@ -127,7 +127,7 @@ func TestRabbitMQWebBrowser(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		browse(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`#status`)))
-		ready := read(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-queue="`+q+`.dlq"] .ready`)))
+		ready := read(t, ctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-queue="`+q+`.dlq"] .ready') || {}).textContent || ''`)) // none while not sampled yet
 		if ready == strconv.Itoa(total) {
 			break
 		}
