@@ -10,7 +10,10 @@
 // Put Decode first: a body that cannot be read is parked before anything
 // else spends time on it. Decode only checks the body; a handler written
 // with acemq.Decoded parses it itself and parks what it cannot read, so use
-// one or the other, not both, or the body is parsed twice.
+// one or the other, not both, or the body is parsed twice. Middleware given
+// to Decoded runs after the body is read, which is where Idempotent goes
+// for such a handler: acemq.Decoded(codec.JSON, fn, middleware.Idempotent(store)).
+// For middleware on some queues only, see acemq.Mux.With and Mux.Group.
 //
 // # Panics
 //
