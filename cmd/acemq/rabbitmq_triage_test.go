@@ -310,3 +310,38 @@ func TestRabbitMQInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestRabbitMQTriageDiscardWhileAnotherReaderRequeues is the scenario of
+// triage_grew_test.go on RabbitMQ: another connection has got 12 of the
+// .dlq's 30 messages when triage --discard starts, and rejects them with
+// requeue during the move; the move waits (in the test's hook) until the
+// broker counts them ready again, so that the counts are exact.
+func TestRabbitMQTriageDiscardWhileAnotherReaderRequeues(t *testing.T) {
+	t.Parallel()
+	u := rabbitURL(t)
+	q := rabbitQueue()
+	tr := rabbitTransport(t, u)
+	declareFamily(t, tr, u, q)
+	s := newGrewScenario()
+	s.seed(t, tr, q)
+	dlq := acemq.DeadLetterQueue(q)
+	waitDepth(t, tr, dlq, s.total)
+	other := rabbitTransport(t, u)
+	giveBack := s.hold(t, other, q)
+	waitDepth(t, tr, dlq, s.total-s.held)
+	file := s.run(t, dialRabbitMQ, u, q, giveBack, func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			info, err := tr.Inspect(context.Background(), dlq)
+			if err == nil && info.Messages >= s.total { // the hook runs before the move takes any
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the other reader's messages are not ready again: %+v %v", info, err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	s.account(t, "triage-discard-requeued", archivedIDs(t, file), drainIDs(t, tr, dlq))
+}
