@@ -95,12 +95,21 @@ type Server struct {
 	// ShutdownTimeout bounds the wait for running handlers when Run's context
 	// ends or Shutdown's context has no deadline. Default 20 s.
 	ShutdownTimeout time.Duration
-	// HandlerTimeout ends each handler's context once it has run this long.
-	// Keep it below the broker's consumer_timeout (RabbitMQ: 30 minutes by
-	// default, often lowered), past which the broker takes the delivery
-	// back: a message redelivered after its handler ran past HandlerTimeout
-	// is dead-lettered with a reason naming it, not run again. Default 25
+	// HandlerTimeout ends each handler's context once it has run this long:
+	// a message redelivered after its handler ran past it is dead-lettered
+	// with a reason naming it (consumer_timeout), not run again. Default 25
 	// minutes; negative means none.
+	//
+	// The broker's consumer_timeout (RabbitMQ: 30 minutes by default, often
+	// 5 to 15) is learnt, not guessed: from a queue's x-consumer-timeout
+	// argument at start-up (warned of when HandlerTimeout is above it), and
+	// from the broker itself the first time it closes a consumer's channel
+	// for it, as that close states the timeout it used. From then on the
+	// queue's handlers end at a cap below the broker's timeout (a tenth
+	// less, at least 5 s less), logged once, HandlerTimeout or none; a
+	// handler that had already run that long is overdue, and its
+	// redelivery dead-lettered. Set it lower by hand only to cap handlers
+	// before the broker has said.
 	HandlerTimeout time.Duration
 	// PublishTimeout bounds each retry, dead-letter or park publish; a confirm
 	// that does not come in time is an unknown outcome and the original is
