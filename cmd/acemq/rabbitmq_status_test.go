@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -102,4 +106,84 @@ func messages(q queueStat) int {
 		return -1
 	}
 	return *q.Messages
+}
+
+// TestRabbitMQDeadLettering: on RabbitMQ, a message a delay level holds to
+// be dead-lettered (its next level's exchange deleted) is neither ready
+// nor unacked; status and delays show it from the management API's
+// messages_dlx, and a count the API has not sampled is never shown as a
+// number: a queue is either sampled, with its counts, or flagged.
+func TestRabbitMQDeadLettering(t *testing.T) {
+	t.Parallel()
+	u := rabbitVhost(t)
+	q := rabbitQueue()
+	if code, out, errOut := cli(t, dialRabbitMQ, "topology", "--url", u, "--delays", "--queue", q, "--apply"); code != 0 {
+		t.Fatalf("topology: %d\n%s%s", code, out, errOut)
+	}
+	// Straight after the declare: flagged, or counted, never a count missing unflagged.
+	code, out, errOut := cli(t, dialRabbitMQ, "status", "--url", u, "--json")
+	var got statusOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("status: %d %v\n%s%s", code, err, out, errOut)
+	}
+	for _, s := range append(got.Services, service{Queues: got.Delays}) {
+		for _, st := range s.Queues {
+			if !st.Missing && !st.NotSampledYet && (st.Messages == nil || st.Ready == nil || st.Unacked == nil) {
+				t.Errorf("%s: a count missing and not flagged not sampled yet: %+v", st.Name, st)
+			}
+		}
+	}
+
+	conn, err := amqp.Dial(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDelete(delay.Level(0), false, false); err != nil {
+		t.Fatal(err)
+	}
+	tr := rabbitTransport(t, u)
+	p := transport.Publishing{Mandatory: true, Headers: map[string]any{acemq.HeaderID: "held-1"}, Body: []byte("held")}
+	if _, err := delay.Aim(&p, q, 3*delay.Unit, time.Now()); err != nil { // level 01, then 00
+		t.Fatal(err)
+	}
+	if c, err := tr.Publish(context.Background(), p); err != nil || !c.Routed {
+		t.Fatalf("%+v %v", c, err)
+	}
+
+	var level *queueStat
+	for deadline := time.Now().Add(30 * time.Second); level == nil || level.DeadLettering == nil || *level.DeadLettering != 1; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed level 01 holding 1 to be dead-lettered:\n%s", out)
+		}
+		code, out, _ = cli(t, dialRabbitMQ, "status", "--url", u, "--json")
+		got = statusOut{}
+		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+			t.Fatalf("status: %d %v\n%s", code, err, out)
+		}
+		level = nil
+		for i := range got.Delays {
+			if got.Delays[i].Name == delay.Level(1) {
+				level = &got.Delays[i]
+			}
+		}
+	}
+	if *level.Ready != 0 || *level.Unacked != 0 || *level.Messages != 1 {
+		t.Errorf("level 01: %+v; want 1 message, none ready or unacked", *level)
+	}
+	code, out, errOut = cli(t, dialRabbitMQ, "status", "--url", u)
+	if !strings.Contains(out, "1 message waiting to be dead-lettered on "+delay.Level(1)) {
+		t.Errorf("status: %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("acemq status:\n%s", out)
+	code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u)
+	if code != 1 || !strings.Contains(out, "0 waiting, 1 waiting to be dead-lettered, 0 undeliverable: 1 in all") ||
+		!strings.Contains(out, "missing exchanges: "+delay.Level(0)) || !strings.Contains(errOut, "declare them with: acemq topology --delays --apply") {
+		t.Errorf("delays: %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("acemq delays:\n%s%s", out, errOut)
 }

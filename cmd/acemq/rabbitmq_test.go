@@ -229,12 +229,21 @@ func TestRabbitMQDelaysPeek(t *testing.T) {
 	waitDepth(t, tr, delay.Level(14), 2)
 	waitDepth(t, tr, delay.Level(7), 1)
 
-	code, out, errOut := cli(t, dialRabbitMQ, "delays", "--url", u)
+	// The management API's counts are its last sample: wait for the one
+	// that has every level (a level not sampled yet is said to be).
+	var code int
+	var out, errOut string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u)
+		if !strings.Contains(out, "not sampled yet") || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, want := range []string{
-		" (" + product + " " + version + "): 3 waiting, 1 undeliverable\n",
-		"07     acemq.delay.v1.07             16s           1\n",
-		"14     acemq.delay.v1.14             34m8s         2\n",
-		"-      acemq.delay.v1.undeliverable  -             1\n",
+		" (" + product + " " + version + "): 3 waiting, 0 waiting to be dead-lettered, 1 undeliverable: 4 in all\n",
+		"07     acemq.delay.v1.07             16s           1      0        0\n",
+		"14     acemq.delay.v1.14             34m8s         2      0        0\n",
+		"-      acemq.delay.v1.undeliverable  -             1      0        0\n",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("delays: %d, missing %q in\n%s%s", code, want, out, errOut)
