@@ -59,8 +59,12 @@ func (c *consumer) handlerTimeout() time.Duration {
 }
 
 // brokerTimeout is the broker's consumer timeout learnt for queue; 0 when
-// none is known.
+// none is known. Every handler's start asks: until a timeout is learnt it
+// takes no lock.
 func (s *overdueSet) brokerTimeout(queue string) time.Duration {
+	if !s.learntAny.Load() {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.broker[queue]
@@ -78,6 +82,7 @@ func (s *overdueSet) learn(queue string, timeout time.Duration) bool {
 		s.broker = make(map[string]time.Duration)
 	}
 	s.broker[queue] = timeout
+	s.learntAny.Store(true)
 	return true
 }
 
@@ -189,16 +194,18 @@ func (e *engine) consumerTimedOut(q *queueRun, timeout time.Duration, now time.T
 		return // no worker has started: nothing runs
 	}
 	for _, w := range c.workersNow() {
-		e.markTakenBack(q, w, now, timeout)
+		e.markOverdue(q, w, now, timeout, true)
 	}
+	c.retaken() // a redelivery waiting (awaitRunning) was on that channel too
 }
 
-// markTakenBack marks the handler running on w as having lost its
-// delivery to the broker and, when it has run at least timeout, as
-// overdue: its context ends and its message is remembered, so that its
-// redelivery is dead-lettered.
-func (e *engine) markTakenBack(q *queueRun, w *worker, now time.Time, timeout time.Duration) {
-	m, overdue, cancel := w.takeBack(now, timeout)
+// markOverdue marks the handler running on w as overdue when it has run
+// at least the broker's timeout: its context ends and its message is
+// remembered, so that its redelivery is dead-lettered. With stale (the
+// broker closed the channel) it also lost its delivery: its answer will
+// be discarded.
+func (e *engine) markOverdue(q *queueRun, w *worker, now time.Time, timeout time.Duration, stale bool) {
+	m, overdue, cancel := w.takeBack(now, timeout, stale)
 	if !overdue {
 		return
 	}

@@ -27,6 +27,11 @@ type consumer struct {
 	// consuming is false while the broker has ended the consumer and the
 	// supervisor declares and consumes again: Server.CheckReady reads it.
 	consuming atomic.Bool
+	// takenBack is closed, and replaced, each time the broker takes back
+	// what the consumer's channel held (consumer_timeout): a redelivery
+	// waiting for its message's handler (awaitRunning) was on it too.
+	// Guarded by mu; made when first asked for.
+	takenBack chan struct{}
 }
 
 // work handles deliveries until the subscription's channel closes, the
@@ -121,6 +126,27 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	s.verdict = decide(c.q, m.env, a, c.e.clock.Now())
 	c.settle(d, m, s)
 	return true
+}
+
+// retakes is closed the next time the broker takes back what the
+// consumer's channel holds.
+func (c *consumer) retakes() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.takenBack == nil {
+		c.takenBack = make(chan struct{})
+	}
+	return c.takenBack
+}
+
+// retaken says the broker took back what the consumer's channel held.
+func (c *consumer) retaken() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.takenBack != nil {
+		close(c.takenBack)
+		c.takenBack = nil
+	}
 }
 
 // workersNow are the consumer's workers on its current subscription.

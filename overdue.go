@@ -3,6 +3,7 @@ package acemq
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -83,6 +84,7 @@ type overdueSet struct {
 
 	consumers map[string]*consumer     // by queue, once its workers run: for the broker's reports
 	broker    map[string]time.Duration // by queue, the broker's consumer timeout, the lowest stated
+	learntAny atomic.Bool              // broker holds one
 }
 
 const maxOverdue = 4096

@@ -24,7 +24,9 @@ import (
 //     broker's timeout (then it is dead-lettered as overdue), the wait
 //     reached its bound (then it goes back to the broker, which delivers
 //     it again: never lost) or a stop came (then it goes back, as every
-//     delivery not started does).
+//     delivery not started does). Should the broker take back what the
+//     channel holds meanwhile (consumer_timeout), the redelivery is stale
+//     and dropped: the broker delivers it once more.
 func (c *consumer) redelivery(w *worker, d transport.Delivery, m *Message, pctx context.Context) bool {
 	if timeout, ok := c.e.overdue.take(c.q.name, m.ID()); ok {
 		c.settle(d, m, settling{verdict: overdue(c.q, m.env, timeout), ctx: pctx})
@@ -46,6 +48,8 @@ func (c *consumer) redelivery(w *worker, d transport.Delivery, m *Message, pctx 
 		}
 		c.finish(m, settling{ctx: pctx}, outcomeGivenBack)
 		c.giveBack(d)
+	case runTakenBack: // stale: settling it would do nothing
+		c.finish(m, settling{ctx: pctx}, outcomeGivenBack)
 	case runWaitedOut:
 		c.e.log.Warn("acemq: a redelivery waited its bound for the handler of the same message, still running here; it goes back to the broker rather than run beside it",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Stringer("waited", timeout))
@@ -63,6 +67,7 @@ const (
 	runOverdue                 // the handler is overdue: dead-letter the redelivery
 	runStopping                // a stop was requested: give it back
 	runWaitedOut               // the wait reached its bound: give it back
+	runTakenBack               // the broker took the redelivery back too: drop it
 )
 
 // awaitRunning waits while another worker of c runs a handler on message
@@ -85,6 +90,7 @@ func (c *consumer) awaitRunning(self *worker, id string) (runEnd, time.Duration)
 	}
 	waited := time.NewTimer(bound)
 	defer waited.Stop()
+	retaken := c.retakes()
 	c.e.log.Warn("acemq: the broker delivered again a message whose handler still runs here (its consumer_timeout or a lost connection took the delivery back); it waits for that handler rather than run beside it",
 		zap.String("queue", c.q.name), zap.String("id", id), zap.Stringer("running_for", time.Since(r.began)), zap.Stringer("bound", bound))
 	for {
@@ -95,14 +101,20 @@ func (c *consumer) awaitRunning(self *worker, id string) (runEnd, time.Duration)
 		if broker := c.e.overdue.brokerTimeout(c.q.name); broker > 0 {
 			left := time.Until(r.began.Add(broker))
 			if left <= 0 {
-				c.e.markTakenBack(c.q, r.w, time.Now(), broker)
+				// Not marked stale: a redelivery of the same id is all but
+				// surely of the same message, but were it a second message
+				// with that id, the running one's answer must still settle.
+				c.e.markOverdue(c.q, r.w, time.Now(), broker, false)
 				return runOverdue, broker
 			}
 			past = time.NewTimer(left)
 		}
-		end := c.waitChange(r, past, waited)
+		end := c.waitChange(r, past, waited, retaken)
 		if past != nil {
 			past.Stop()
+		}
+		if end == runWaitedOut && past != nil && time.Since(r.began) >= c.e.overdue.brokerTimeout(c.q.name) {
+			end = runEnded // both fired: it has run the broker's timeout, which says more; look again
 		}
 		if end != runEnded {
 			return end, bound
@@ -114,8 +126,9 @@ func (c *consumer) awaitRunning(self *worker, id string) (runEnd, time.Duration)
 }
 
 // waitChange waits for r to change, past to fire (when not nil), the
-// bound (waited) or a stop; runEnded means to look again.
-func (c *consumer) waitChange(r running, past, waited *time.Timer) runEnd {
+// bound (waited), the broker taking the channel's deliveries back
+// (retaken) or a stop; runEnded means to look again.
+func (c *consumer) waitChange(r running, past, waited *time.Timer, retaken <-chan struct{}) runEnd {
 	var pastC <-chan time.Time
 	if past != nil {
 		pastC = past.C
@@ -125,6 +138,8 @@ func (c *consumer) waitChange(r running, past, waited *time.Timer) runEnd {
 	case <-pastC:
 	case <-waited.C:
 		return runWaitedOut
+	case <-retaken:
+		return runTakenBack
 	case <-c.e.stop.requested:
 		return runStopping
 	}

@@ -85,18 +85,18 @@ func (w *worker) expire(now time.Time) (*Message, time.Duration, context.CancelF
 	return w.m, w.limit, w.cancel
 }
 
-// takeBack records that the broker took the worker's delivery back (it
-// closed the channel for its consumer timeout), and marks the handler
-// overdue when it has run for at least timeout (a timeout of 0 marks
-// none). It returns the message, whether it turned overdue now, and what
-// ends its context; a nil message when no handler runs.
-func (w *worker) takeBack(now time.Time, timeout time.Duration) (*Message, bool, context.CancelFunc) {
+// takeBack marks the handler overdue when it has run for at least
+// timeout (a timeout of 0 marks none) and, with stale, records that the
+// broker took the worker's delivery back (it closed the channel for its
+// consumer timeout). It returns the message, whether it turned overdue
+// now, and what ends its context; a nil message when no handler runs.
+func (w *worker) takeBack(now time.Time, timeout time.Duration, stale bool) (*Message, bool, context.CancelFunc) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.busy || w.abandoned {
 		return nil, false, nil
 	}
-	w.takenBack = true
+	w.takenBack = w.takenBack || stale
 	if w.overdue || timeout <= 0 || now.Sub(w.began) < timeout {
 		return w.m, false, nil
 	}

@@ -199,13 +199,13 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 	// count on; then a consumer 15 and 30 acceptances later.
 	innocents := len(qjs) - len(poisons)
 	for _, at := range []int{40, 80} {
-		eventually(t, 40*time.Second, fmt.Sprintf("%d acceptances", at), func() bool {
+		eventually(t, 120*time.Second, fmt.Sprintf("%d acceptances", at), func() bool {
 			return len(readLedger(t, path)) >= at
 		})
 		fl.killOne(t, name, at)
 	}
 	var midway string
-	eventually(t, 40*time.Second, "120 acceptances and a poison half way", func() bool {
+	eventually(t, 120*time.Second, "120 acceptances and a poison half way", func() bool {
 		if len(readLedger(t, path)) < 120 {
 			return false
 		}
@@ -223,7 +223,7 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 	t.Logf("%s: node 1 killed %s after the start, at %d acceptances, with %d of %d published and poison %s",
 		name, killed.Sub(start).Round(time.Millisecond), at, confirmed.Load(), len(qjs), midway)
 	for _, later := range []int{min(at+15, innocents-10), min(at+30, innocents-5)} {
-		eventually(t, 40*time.Second, fmt.Sprintf("%d acceptances", later), func() bool {
+		eventually(t, 120*time.Second, fmt.Sprintf("%d acceptances", later), func() bool {
 			return len(readLedger(t, path)) >= later
 		})
 		fl.killOne(t, name, later)
@@ -235,11 +235,11 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 	sk := newSink(nodes[0].URL, q)
 	dlq := &reasons{by: map[string][]string{}}
 	accepted := func() *ledger { return &ledger{accepted: readLedger(t, path)} }
-	if !until(40*time.Second, func() bool {
+	if !until(120*time.Second, func() bool {
 		dlq.poll(sk)
 		return sk.settled(accepted(), sent)()
 	}) {
-		t.Errorf("%s: not settled within 40s of the last fault; the queues holding messages: %s", name, holdingAll(t, nodes[0]))
+		t.Errorf("%s: not settled within 120s of the last fault; the queues holding messages: %s", name, holdingAll(t, nodes[0]))
 	}
 	settled := time.Since(killed)
 	fl.stop()
