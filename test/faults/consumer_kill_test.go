@@ -188,6 +188,9 @@ func TestHelperConsumer(t *testing.T) {
 	case "relay":
 		runRelay(t, ctx)
 		return
+	case "idempotent-lease":
+		runIdempotentLease(t, ctx)
+		return
 	default:
 		t.Fatalf("unknown consumer mode %q", mode)
 	}
