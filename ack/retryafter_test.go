@@ -3,6 +3,7 @@ package ack_test
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +149,24 @@ func TestRetryAfterHeader(t *testing.T) {
 	if a := ack.RetryAfterHeader(nil, nil); a.Outcome() != ack.OutcomeRetry || a.Err() == nil {
 		t.Errorf("no error: %v; want a retry that still says something failed", a)
 	}
+}
+
+// FuzzParseRetryAfter: any value, hostile or not, gives either no wait or
+// one in (0, MaxRetryAfter], and a plain delta-seconds in range is read
+// exactly.
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, v := range []string{"120", "0", "-1", "86401", "Tue, 01 Dec 2026 12:01:00 GMT", "Tue Dec  1 12:00:45 2026", "1e3", "", "99999999999999999999"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		d, ok := ack.ParseRetryAfter(value, now)
+		if ok != (d != 0) || d < 0 || d > ack.MaxRetryAfter {
+			t.Fatalf("ParseRetryAfter(%q) = %v, %v", value, d, ok)
+		}
+		if n, err := strconv.ParseUint(strings.Trim(value, " \t"), 10, 64); err == nil && n > 0 && n <= 86400 && !strings.ContainsAny(value, "+-_") {
+			if !ok || d != time.Duration(n)*time.Second {
+				t.Fatalf("ParseRetryAfter(%q) = %v, %v; want %ds", value, d, ok, n)
+			}
+		}
+	})
 }
