@@ -96,12 +96,8 @@ func (e *engine) declareDelays(ctx context.Context) error {
 // exchanges where the transport can check an exchange
 // (transport.ExchangeInspector; named "exchange X"), checked passively.
 func (e *engine) missingDelays(ctx context.Context) ([]string, error) {
-	names := []string{delay.Undeliverable}
-	for k := range delay.Levels {
-		names = append(names, delay.Level(k))
-	}
 	var missing []string
-	for _, n := range names {
+	for _, n := range delay.Queues() {
 		_, err := e.t.Inspect(ctx, n)
 		switch {
 		case errors.Is(err, transport.ErrNotFound):
@@ -114,7 +110,7 @@ func (e *engine) missingDelays(ctx context.Context) ([]string, error) {
 	if !ok {
 		return missing, nil
 	}
-	for _, n := range append([]string{delay.Deliver}, names...) {
+	for _, n := range delay.Exchanges() {
 		err := xi.InspectExchange(ctx, n)
 		switch {
 		case errors.Is(err, transport.ErrNotFound):

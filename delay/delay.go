@@ -49,6 +49,22 @@ var (
 // Level is the name of level k's exchange and queue.
 func Level(k int) string { return fmt.Sprintf("%s.%02d", Prefix, k) }
 
+// Queues names the layout's queues: Undeliverable, then the levels from 0.
+// A tool that checks or counts the delay queues goes through these.
+func Queues() []string {
+	names := make([]string, 0, Levels+1)
+	names = append(names, Undeliverable)
+	for k := range Levels {
+		names = append(names, Level(k))
+	}
+	return names
+}
+
+// Exchanges names the layout's exchanges: Deliver, Undeliverable, then
+// the levels from 0. A missing one makes the level above it hold what it
+// dead-letters there (neither ready nor unacked), and a publish to it fail.
+func Exchanges() []string { return append([]string{Deliver}, Queues()...) }
+
 // LevelWait is how long a message waits on level k.
 func LevelWait(k int) time.Duration { return Unit << k }
 

@@ -342,3 +342,17 @@ func TestRedeliverOnly(t *testing.T) {
 		t.Errorf("mine %d, payroll %d, undeliverable %d; want 1, 0, 1", b.Depth("mine"), b.Depth("payroll"), b.Depth(delay.Undeliverable))
 	}
 }
+
+func TestNames(t *testing.T) {
+	qs, xs := delay.Queues(), delay.Exchanges()
+	if len(qs) != delay.Levels+1 || qs[0] != delay.Undeliverable || qs[1] != delay.Level(0) || qs[delay.Levels] != delay.Level(27) {
+		t.Errorf("Queues() = %v", qs)
+	}
+	if len(xs) != delay.Levels+2 || xs[0] != delay.Deliver || xs[1] != delay.Undeliverable || xs[delay.Levels+1] != delay.Level(27) {
+		t.Errorf("Exchanges() = %v", xs)
+	}
+	top := delay.Topology()
+	if len(top.Queues) != len(qs) || len(top.Exchanges) != len(xs) {
+		t.Errorf("Topology declares %d queues and %d exchanges; Queues and Exchanges name %d and %d", len(top.Queues), len(top.Exchanges), len(qs), len(xs))
+	}
+}

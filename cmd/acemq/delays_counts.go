@@ -90,7 +90,7 @@ func (a *app) countUnseen(fs *flag.FlagSet, flagValue string, out *delaysOut) (i
 		out.Unseen = fmt.Sprintf("the management API has not sampled %s yet (declared in the last few seconds), so "+
 			"their messages waiting to be dead-lettered and unacked ones are not known: run delays again in a few seconds", plural(unsampled, "delay queue"))
 	}
-	for _, x := range delayExchanges() {
+	for _, x := range delay.Exchanges() {
 		if !slices.Contains(exchanges, x) {
 			out.MissingExchanges = append(out.MissingExchanges, x)
 		}
@@ -133,16 +133,6 @@ func (out *delaysOut) addUp() {
 	if unSeen {
 		out.Unacked = &un
 	}
-}
-
-// delayExchanges are the layout's exchanges: one per level, deliver and
-// undeliverable.
-func delayExchanges() []string {
-	names := []string{delay.Deliver, delay.Undeliverable}
-	for k := range delay.Levels {
-		names = append(names, delay.Level(k))
-	}
-	return names
 }
 
 func ptrs[T any](s []T) []*T {

@@ -30,10 +30,7 @@ type memoryManagement struct {
 func newMemoryManagement(t *testing.T, b *memory.Broker, vhost string, queues ...string) *memoryManagement {
 	t.Helper()
 	m := &memoryManagement{b: b}
-	names := append([]string{delay.Undeliverable}, queues...)
-	for k := range delay.Levels {
-		names = append(names, delay.Level(k))
-	}
+	names := append(delay.Queues(), queues...)
 	prefix := "/api/queues/" + strings.ReplaceAll(vhost, "/", "%2F")
 	exchanges := "/api/exchanges/" + strings.ReplaceAll(vhost, "/", "%2F")
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +43,7 @@ func newMemoryManagement(t *testing.T, b *memory.Broker, vhost string, queues ..
 				}
 			}
 		case exchanges:
-			for _, n := range append(delayExchanges(), "", "amq.direct") {
+			for _, n := range append(delay.Exchanges(), "", "amq.direct") {
 				if _, ok := b.Exchange(n); ok || n == "" {
 					items = append(items, map[string]any{"name": n, "type": "topic"})
 				}
