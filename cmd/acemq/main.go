@@ -101,7 +101,12 @@ func dialRabbitMQ(ctx context.Context, url string) (transport.Transport, error) 
 // $ACEMQ_MANAGEMENT_URL) and of every other argument that holds a
 // password as a URL does, whatever printed it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial func(ctx context.Context, url string) (transport.Transport, error)) int {
-	a := &app{ctx: ctx, dial: dial, getenv: os.Getenv, now: time.Now, secrets: secretArgs(args).withVariables(os.Getenv)}
+	return runWith(ctx, args, os.Getenv, stdout, stderr, dial)
+}
+
+// runWith is run with the environment read through getenv.
+func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, dial func(ctx context.Context, url string) (transport.Transport, error)) int {
+	a := &app{ctx: ctx, dial: dial, getenv: getenv, now: time.Now, secrets: secretArgs(args).withVariables(getenv)}
 	out, errOut := &redactWriter{w: stdout, redact: a.redact}, &redactWriter{w: stderr, redact: a.redact}
 	defer out.Flush()
 	defer errOut.Flush()

@@ -17,8 +17,12 @@ import (
 var urlFlags = []string{"url", "management"}
 
 // urlVariables are the environment variables that hold a URL, read as
-// urlFlags are.
-var urlVariables = []string{EnvURL, EnvManagement}
+// urlFlags are; otherVariables are the command line's other variables,
+// read as any other argument is.
+var (
+	urlVariables   = []string{EnvURL, EnvManagement}
+	otherVariables = []string{EnvTLSCA, EnvTLSCert, EnvTLSKey, EnvTLSServerName}
+)
 
 // mightHoldPassword reports whether an argument given anywhere but in a
 // URL's place holds a password as a URL does (a ":" before an "@"): it is
@@ -86,11 +90,15 @@ func plainFlagName(n string) bool {
 	return n != "" && strings.Trim(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == ""
 }
 
-// withVariables adds the values of urlVariables, read with getenv.
+// withVariables adds the values of urlVariables and otherVariables, read
+// with getenv.
 func (s secrets) withVariables(getenv func(string) string) secrets {
 	s.args, s.pieces = slices.Clone(s.args), slices.Clone(s.pieces)
 	for _, name := range urlVariables {
 		s.add(getenv(name), true)
+	}
+	for _, name := range otherVariables {
+		s.add(getenv(name), false)
 	}
 	s.sort()
 	return s
