@@ -40,7 +40,10 @@
 // them returns transport.ErrStaleDelivery and sends nothing (the broker
 // redelivers them). A subscription whose queue was deleted (basic.cancel),
 // whose vhost is gone or whose permission was withdrawn ends instead, and
-// its Err says why, in the broker's words.
+// its Err says why, in the broker's words. A reconnect the broker refuses
+// for now (530 "connection limit (N) is reached", 541 "vhost ... is
+// down", a node not listening) ends nothing: it is dialled again with
+// backoff, and ConsumeOptions.OnRefused is told (see Consume).
 //
 // # Channels
 //
