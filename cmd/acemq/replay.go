@@ -137,7 +137,8 @@ Example:
 	}
 	switch {
 	case interrupted:
-		fmt.Fprintf(a.stderr, "interrupted: moved %d; %s holds %d ready\n", res.Moved, escape.String(source), a.settle(t, source, res.Skipped))
+		// Left is the broker's count of the source, not one worked out.
+		fmt.Fprintf(a.stderr, "interrupted: moved %d, left %d\n", res.Moved, a.settle(t, source, res.Skipped))
 		return exitError
 	case err != nil:
 		return a.fail(fs, errors.New(escape.String(explain(err))))
