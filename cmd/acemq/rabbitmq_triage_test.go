@@ -113,7 +113,7 @@ func TestRabbitMQTriage(t *testing.T) {
 
 	replayed := triage.ID("exhausted <n> attempts: POST https://wh.internal/reserve/<n>: HTTP 503")
 	code, out, errOut = cli(t, dialRabbitMQ, "triage", q+".dlq", "--url", u, "--replay", replayed)
-	wantOut := fmt.Sprintf("%s.dlq: group %s, 7 messages: 7 replayed to %s, 0 left\n%s.dlq: 21 messages before, 14 after\n", q, replayed, q, q)
+	wantOut := fmt.Sprintf("%s.dlq: group %s, 7 messages when read: 7 replayed to %s, 0 left\n%s.dlq: 21 messages ready before, 14 after\n", q, replayed, q, q)
 	if code != 0 || out != wantOut {
 		t.Fatalf("replay: %d\n%s\nwant\n%s%s", code, out, wantOut, errOut)
 	}
@@ -123,7 +123,7 @@ func TestRabbitMQTriage(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "archive.jsonl")
 	purged := triage.ID(`the handler rejected it: no such customer "<q>"`)
 	code, out, errOut = cli(t, dialRabbitMQ, "triage", q+".dlq", "--url", u, "--discard", purged, "--why", "GDPR purge", "--operator", "alice", "--to-file", file)
-	if code != 0 || !strings.Contains(out, ": 4 archived in "+file+", 0 left\n") || !strings.Contains(out, "14 messages before, 10 after") {
+	if code != 0 || !strings.Contains(out, ": 4 archived in "+file+", 0 left\n") || !strings.Contains(out, "14 messages ready before, 10 after") {
 		t.Fatalf("discard to file: %d\n%s%s", code, out, errOut)
 	}
 	waitDepth(t, tr, q+".dlq", 10)
@@ -133,7 +133,7 @@ func TestRabbitMQTriage(t *testing.T) {
 
 	broken := triage.ID("could not be decoded: invalid character '<q>' looking for beginning of value")
 	code, out, errOut = cli(t, dialRabbitMQ, "triage", q+".dlq", "--url", u, "--discard", broken, "--why", "v2 producer bug", "--to-queue", q+".archive")
-	if code != 0 || !strings.Contains(out, ": 3 archived in "+q+".archive, 0 left\n") || !strings.Contains(out, "10 messages before, 7 after") {
+	if code != 0 || !strings.Contains(out, ": 3 archived in "+q+".archive, 0 left\n") || !strings.Contains(out, "10 messages ready before, 7 after") {
 		t.Fatalf("discard to queue: %d\n%s%s", code, out, errOut)
 	}
 	waitDepth(t, tr, q+".dlq", 7)
