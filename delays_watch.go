@@ -73,7 +73,7 @@ func (e *engine) checkDelays(queues []*queueRun, asked string) {
 	defer cancel()
 	missing, err := e.missingDelays(ctx)
 	if err != nil {
-		if !errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
+		if !errors.Is(err, transport.ErrClosed) {
 			e.log.Warn("acemq: check the delay queues", zap.Error(err))
 		}
 		return

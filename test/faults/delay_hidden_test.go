@@ -53,6 +53,7 @@ func TestFaultDelayHidden(t *testing.T) {
 	shared := brokertest.SharedURL(t)
 	full, fullVhost := brokertest.FreshVhost(t, "", shared)
 	gone, goneVhost := brokertest.FreshVhost(t, "", shared)
+	cli := buildCLI(t)
 	withDLXTimeout(t, 5*time.Second, 2*delay.Levels, func() {
 		for _, u := range []string{full, gone} {
 			tr := dial(t, u, testLogger(t))
@@ -66,7 +67,7 @@ func TestFaultDelayHidden(t *testing.T) {
 	})
 	t.Run("level-full", func(t *testing.T) {
 		t.Parallel()
-		hidden(t, hiddenScenario{name: "delay-level-full", url: full, vhost: fullVhost, units: []int{3, 5, 6, 7},
+		hidden(t, hiddenScenario{name: "delay-level-full", url: full, vhost: fullVhost, cli: cli, units: []int{3, 5, 6, 7},
 			fault: func(t *testing.T) {
 				brokertest.Ctl(t, "", "set_policy", "-p", fullVhost, "--apply-to", "queues", "level-00-full", `^acemq\.delay\.v1\.00$`, `{"max-length":0}`)
 				eventually(t, 30*time.Second, "the policy applies to level 00", func() bool {
@@ -78,7 +79,7 @@ func TestFaultDelayHidden(t *testing.T) {
 	})
 	t.Run("exchange-deleted", func(t *testing.T) {
 		t.Parallel()
-		hidden(t, hiddenScenario{name: "delay-exchange-deleted", url: gone, vhost: goneVhost, units: []int{4, 6, 8, 9, 11, 12, 13, 15},
+		hidden(t, hiddenScenario{name: "delay-exchange-deleted", url: gone, vhost: goneVhost, cli: cli, units: []int{4, 6, 8, 9, 11, 12, 13, 15},
 			fault: func(t *testing.T) {
 				if err := raw(gone, func(ch *amqp.Channel) error { return ch.ExchangeDelete(delay.Level(2), false, false) }); err != nil {
 					t.Fatalf("delete %s: %v", delay.Level(2), err)
@@ -92,7 +93,8 @@ func TestFaultDelayHidden(t *testing.T) {
 // hiddenScenario is one way of hiding delayed messages on the levels.
 type hiddenScenario struct {
 	name, url, vhost string
-	units            []int // the delays, in units, taken in turn
+	cli              string // the acemq command
+	units            []int  // the delays, in units, taken in turn
 	fault            func(t *testing.T)
 	// fix undoes the fault once the held messages were seen; nil when the
 	// server is to notice and declare serverFixes again itself.
@@ -125,7 +127,7 @@ func hidden(t *testing.T, sc hiddenScenario) {
 	// (the management API's sample, up to 5 s old).
 	var seen delaysJSON
 	eventually(t, 60*time.Second, "acemq delays counts messages waiting to be dead-lettered", func() bool {
-		seen = runDelays(t, sc.url)
+		seen = runDelays(t, sc.cli, sc.url)
 		return seen.DeadLettering != nil && *seen.DeadLettering > 0
 	})
 	t.Logf("%s: acemq delays while held: %d waiting, %d waiting to be dead-lettered, %d in all, missing exchanges %v; producer so far: %d confirmed, %s",
@@ -148,7 +150,7 @@ func hidden(t *testing.T, sc hiddenScenario) {
 	}
 	sk := newSink(sc.url, q)
 	if !until(90*time.Second, sk.settled(l, sent)) {
-		left := runDelays(t, sc.url)
+		left := runDelays(t, sc.cli, sc.url)
 		t.Errorf("%s: not settled within 90s; acemq delays: %d waiting, %v waiting to be dead-lettered", sc.name, left.Waiting, left.DeadLettering)
 	}
 	if err := run.stop(t); err != nil {
@@ -162,7 +164,7 @@ func hidden(t *testing.T, sc hiddenScenario) {
 	tl.report(t)
 	var end delaysJSON
 	if !until(30*time.Second, func() bool { // the management API's sample is up to 5 s old
-		end = runDelays(t, sc.url)
+		end = runDelays(t, sc.cli, sc.url)
 		return end.Total == 0 && len(end.MissingExchanges) == 0 && end.DeadLettering != nil
 	}) {
 		t.Errorf("%s: at the end acemq delays shows %d in all, missing exchanges %v", sc.name, end.Total, end.MissingExchanges)
@@ -178,33 +180,26 @@ type delaysJSON struct {
 	MissingExchanges []string `json:"missing_exchanges"`
 }
 
-var acemqBinary struct {
-	once sync.Once
-	path string
-	err  error
+// buildCLI builds the acemq command from this module into a directory
+// removed when tb ends.
+func buildCLI(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "acemq")
+	// -race, as scripts/test builds everything: the packages this test was
+	// built from are reused, not compiled again.
+	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/acemq/acemq/cmd/acemq")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build ./cmd/acemq: %v: %s", err, out)
+	}
+	return bin
 }
 
-// runDelays runs the acemq command, built once from this module, as
-// acemq delays --json on url, its management API at the broker's host.
-func runDelays(tb testing.TB, url string) delaysJSON {
+// runDelays runs acemq delays --json on url with the command at bin, its
+// management API at the broker's host.
+func runDelays(tb testing.TB, bin, url string) delaysJSON {
 	tb.Helper()
-	acemqBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "acemq-cli-")
-		if err != nil {
-			acemqBinary.err = err
-			return
-		}
-		acemqBinary.path = filepath.Join(dir, "acemq")
-		cmd := exec.Command("go", "build", "-o", acemqBinary.path, "github.com/acemq/acemq/cmd/acemq")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			acemqBinary.err = fmt.Errorf("go build ./cmd/acemq: %v: %s", err, out)
-		}
-	})
-	if acemqBinary.err != nil {
-		tb.Fatal(acemqBinary.err)
-	}
-	cmd := exec.Command(acemqBinary.path, "delays", "--json", "--url", url)
+	cmd := exec.Command(bin, "delays", "--json", "--url", url)
 	cmd.Env = append(os.Environ(), "ACEMQ_MANAGEMENT_URL=")
 	out, err := cmd.Output()
 	var got delaysJSON
