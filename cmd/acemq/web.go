@@ -198,7 +198,10 @@ func (w *webUI) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer Chromium sends
+	// "Origin: null" with the dashboard's own forms, which crossSite must
+	// refuse; no other site is sent the URL (its key) either way.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	host, _, err := net.SplitHostPort(r.Host)
 	if err != nil {

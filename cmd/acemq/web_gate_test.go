@@ -136,6 +136,16 @@ func TestWebNavigation(t *testing.T) {
 			t.Errorf("GET %s with %v: %d, want %d\n%s", c.path, c.h, code, c.want, page)
 		}
 	}
+	// The dashboard's own forms must carry their Origin: under
+	// Referrer-Policy no-referrer Chromium sends "Origin: null", refused.
+	resp, err := srv.Client().Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if p := resp.Header.Get("Referrer-Policy"); p != "same-origin" {
+		t.Errorf("Referrer-Policy %q", p)
+	}
 	// A read-only dashboard's token confirms a read, never an action.
 	if code, _ := post(t, srv, "/replay", url.Values{"token": {w.token}, "queue": {"orders.dlq"}, "group": {"g"}}); code != 403 {
 		t.Errorf("a read-only replay: %d", code)
