@@ -119,7 +119,7 @@ func pageData(page, queue, id string) any {
 	if page == "message" {
 		return webMessage{Queue: queue, ID: escape.String(id)}
 	}
-	return triageOut{Queue: queue, Groups: []triageGroup{}}
+	return webTriage{triageOut: triageOut{Queue: queue, Groups: []triageGroup{}}}
 }
 
 // param is a request's value by name: the form's on a POST, else the

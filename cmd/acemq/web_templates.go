@@ -82,9 +82,9 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 <td class="n messages">{{count .Messages}}</td><td class="n ready">{{count .Ready}}</td><td class="n">{{count .Unacked}}</td><td class="n">{{count .DeadLettering}}</td><td class="n">{{count .Consumers}}</td>
 <td class="n">{{rate .PublishRate}}</td><td class="n">{{rate .DeliverRate}}</td><td>{{.State}}</td>{{end}}{{end}}
 
-{{define "triage"}}{{template "head" .}}{{$p := .}}{{with .Data}}
+{{define "triage"}}{{template "head" .}}{{$p := .}}{{with .Data}}{{if not $p.Error}}
 <p id="summary"><b>{{esc .Queue}}</b>: <span id="depth">{{.Depth}}</span> ready, read <span id="read">{{.Read}}</span> in <span id="groups">{{len .Groups}}</span> groups (none consumed).</p>
-{{if .Cost}}<p class="ro" id="cost">{{.Cost}}.</p>{{end}}
+{{if .Cost}}<p class="ro" id="cost">{{.Cost}}.</p>{{end}}{{end}}
 {{$queue := .Queue}}
 {{range .Groups}}
 <div class="group" id="{{.ID}}" data-count="{{.Count}}">

@@ -90,6 +90,9 @@ func send(t *testing.T, srv *httptest.Server, method, path string, h http.Header
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(b), "<p>template: ") {
+		t.Errorf("%s %s: the page's template failed:\n%s", method, path, b)
+	}
 	return resp.StatusCode, string(b)
 }
 
