@@ -168,20 +168,25 @@ func BenchmarkCapped(b *testing.B) {
 	id := "0b3c4f5e-9a8d-4c1b-8e7f-6a5b4c3d2e1f"
 	long := strings.Repeat("i", 100<<10)
 	for _, bb := range []struct {
-		name string
-		l    *zap.Logger
-		id   string
+		name  string
+		l     *zap.Logger
+		id    string
+		level zapcore.Level
 	}{
-		{"plain", plain, id},
-		{"capped", capped, id},
-		{"plain_100KB_id", plain, long},
-		{"capped_100KB_id", capped, long},
+		{"plain", plain, id, zapcore.InfoLevel},
+		{"capped", capped, id, zapcore.InfoLevel},
+		{"plain_disabled", plain, id, zapcore.DebugLevel},
+		{"capped_disabled", capped, id, zapcore.DebugLevel},
+		{"plain_100KB_id", plain, long, zapcore.InfoLevel},
+		{"capped_100KB_id", capped, long, zapcore.InfoLevel},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				bb.l.Info("acemq: retry", zap.String("queue", "orders"), zap.String("id", bb.id), zap.Int("attempt", 2),
-					zap.Duration("wait", time.Second), zap.Error(errBench))
+				if ce := bb.l.Check(bb.level, "acemq: retry"); ce != nil {
+					ce.Write(zap.String("queue", "orders"), zap.String("id", bb.id), zap.Int("attempt", 2),
+						zap.Duration("wait", time.Second), zap.Error(errBench))
+				}
 			}
 		})
 	}
