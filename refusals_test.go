@@ -5,11 +5,15 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/transport/memory"
 )
 
 // TestConnectionLimitWaitedOut: a consumer whose connection is closed
@@ -71,5 +75,68 @@ func TestConnectionLimitWaitedOut(t *testing.T) {
 	f.eventually("the message published after handled", func() bool { return count() == 3 })
 	if f.logs.FilterMessageSnippet("accepts every consumer's connection again").Len() != 1 {
 		t.Error("no line for the streak's end")
+	}
+}
+
+// TestConnectionLimitAtStart: a Run whose first Consume is refused for now
+// (the broker at its connection limit when the server starts) waits for
+// room instead of returning, not ready meanwhile, saying why; once the
+// limit is lifted it subscribes and handles messages.
+func TestConnectionLimitAtStart(t *testing.T) {
+	t.Parallel()
+	broker := memory.New()
+	conn := broker.Connect()
+	t.Cleanup(func() { _ = conn.Close(); _ = broker.Close() })
+	broker.SetConnectionLimit(1) // the Conn alone
+	var handled atomic.Int64
+	mux := acemq.NewMux()
+	mux.HandleFunc("orders", func(context.Context, *acemq.Message) ack.Ack { handled.Add(1); return ack.Accept() })
+	srv := &acemq.Server{Transport: conn, Handler: mux, Logger: zap.NewNop()}
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-runErr
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := srv.CheckReady()
+		if err != nil && strings.Contains(err.Error(), "connection limit (1) is reached") {
+			if !strings.Contains(err.Error(), "has not subscribed every queue yet") || !strings.Contains(err.Error(), "queue orders") {
+				t.Fatalf("CheckReady = %v, want it to say Run has not subscribed and why", err)
+			}
+			break
+		}
+		select {
+		case err := <-runErr:
+			t.Fatalf("Run returned while the broker refused its first consumer for now: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CheckReady never said the broker refuses the consumer: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	broker.SetConnectionLimit(-1)
+	select {
+	case <-srv.Ready():
+	case err := <-runErr:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not subscribed 10s after the limit was lifted")
+	}
+	pub := &acemq.Publisher{Transport: conn, Mandatory: true}
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "orders", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); handled.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not handled")
+		}
+	}
+	if err := srv.CheckReady(); err != nil {
+		t.Errorf("CheckReady after the limit was lifted = %v", err)
 	}
 }
