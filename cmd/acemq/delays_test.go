@@ -471,4 +471,9 @@ func TestDelaysCannotSeeDeadLettering(t *testing.T) {
 	if code != 1 { // the exchange is still missing
 		t.Errorf("status %d", code)
 	}
+	// A management URL that is none is a usage error, its password unsaid.
+	code, out, errOut := cli(t, asRabbitMQ(b, "3.10.8"), "delays", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", "ftp://ops:s3cr3t@x")
+	if code != 2 || !strings.Contains(errOut, "--management: want http://host:15672") || strings.Contains(out+errOut, "s3cr3t") {
+		t.Errorf("status %d\n%s%s", code, out, errOut)
+	}
 }
