@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,6 +219,18 @@ func withDLXTimeout(t *testing.T, d time.Duration, levels int, declare func()) {
 	t.Helper()
 	dlxTimeoutMu.Lock()
 	defer dlxTimeoutMu.Unlock()
+	// Another run of the suite on this machine shares the broker: without
+	// a lock across processes it could read this run's 5 s as the value to
+	// set back, and leave it behind.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "acemq-dlx-timeout.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 	was := strings.TrimSpace(brokertest.Ctl(t, "", "eval", "application:get_env(rabbit, dead_letter_worker_publisher_confirm_timeout, 180000)."))
 	if _, err := strconv.Atoi(was); err != nil {
 		t.Fatalf("the broker's dead_letter_worker_publisher_confirm_timeout: %q", was)
