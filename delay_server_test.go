@@ -121,6 +121,11 @@ func TestSnoozeLimit(t *testing.T) {
 	if r, _ := d.Headers[acemq.HeaderError].(string); !strings.HasPrefix(r, "snoozed 2 times, the retry policy's limit") {
 		t.Errorf("reason %q", r)
 	}
+	// The dead letter is in the .dlq once confirmed; the metric is
+	// recorded as the original is settled, a moment later.
+	f.eventually("dead-lettered{snooze_limit} is counted", func() bool {
+		return f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": "snooze_limit"}) >= 1
+	})
 	if n := f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": "snooze_limit"}); n != 1 {
 		t.Errorf("dead-lettered{snooze_limit} = %d, want 1", n)
 	}
