@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/internal/redact"
 )
 
@@ -132,9 +133,11 @@ func (s *secrets) sort() {
 	slices.SortStableFunc(s.pieces, byLength)
 }
 
-// redact removes from text the password of url and every secret.
+// redact removes from text the password of url (the broker's, read as
+// amqpconn reads one) and every secret.
 func (s secrets) redact(text, url string) string {
-	text = redact.Text(text, append(slices.Clip(s.args), url)...)
+	text = amqpconn.RedactText(text, url)
+	text = redact.Text(text, s.args...)
 	for _, p := range s.pieces {
 		if !strings.Contains(redact.Marker, p) {
 			text = strings.ReplaceAll(text, p, redact.Marker)

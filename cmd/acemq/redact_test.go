@@ -102,7 +102,7 @@ func TestUnexpectedArgumentRedacted(t *testing.T) {
 	for arg, want := range map[string]string{
 		"amqp://ops:hunter2@rabbit.internal/": `unexpected argument "amqp://ops:xxxxx@rabbit.internal/"`,
 		"amqp://ops:50pct#hunter2@rabbit/":    `unexpected argument "amqp://ops:xxxxx@rabbit/"`,
-		"ops:hunter2@rabbit":                  `unexpected argument "ops:xxxxx@rabbit"`,
+		"ops:hunter2@rabbit":                  `unexpected argument "xxxxx@rabbit"`,
 		"extra":                               `unexpected argument "extra"`,
 		"amqp://orders:v2":                    `unexpected argument "amqp://orders:v2"`,
 	} {

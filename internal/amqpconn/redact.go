@@ -54,16 +54,42 @@ func CheckURL(rawURL string) error {
 
 // Redact returns rawURL with its password replaced, so that the URL can be
 // logged or put in an error: redact.URL, the one redaction, whose rule
-// (the user shown, the password hidden) its package doc states.
-func Redact(rawURL string) string { return redact.URL(rawURL) }
+// (the user shown, the password hidden) its package doc states. Given
+// where a broker URL is expected, a value CheckURL refuses that has no "@"
+// may be a password pasted alone: it is hidden whole.
+func Redact(rawURL string) string {
+	if pastedAlone(rawURL) {
+		return Redacted
+	}
+	return redact.URL(rawURL)
+}
 
 // RedactError returns err's text with every one of urls redacted: the
 // network errors amqp091-go returns can quote the URL they were given.
-func RedactError(err error, urls ...string) string { return redact.Error(err, urls...) }
+func RedactError(err error, urls ...string) string {
+	if err == nil {
+		return ""
+	}
+	return RedactText(err.Error(), urls...)
+}
 
 // RedactText returns s with every one of urls redacted, and then their
-// passwords wherever else they stand (redact.Text).
-func RedactText(s string, urls ...string) string { return redact.Text(s, urls...) }
+// passwords wherever else they stand (redact.Text); a value that may be a
+// password pasted alone (see Redact) is hidden whole.
+func RedactText(s string, urls ...string) string {
+	for _, u := range urls {
+		if pastedAlone(u) {
+			s = redact.Hide(s, u)
+		}
+	}
+	return redact.Text(s, urls...)
+}
+
+// pastedAlone reports whether u, given as a broker URL, is none (CheckURL
+// refuses it) and has no "@": nothing tells a password in it from the rest.
+func pastedAlone(u string) bool {
+	return u != "" && !strings.Contains(u, "@") && inspect(u) != nil
+}
 
 // inspect says why CheckURL refuses raw; nil when it may be dialled.
 func inspect(raw string) *urlError {

@@ -16,10 +16,11 @@
 // author meant (a password with an unescaped "#", "/" or "?" reads as a
 // port or a path), so it is cut by hand: its user information runs from
 // "//" (or its start) to its last "@"; the user is what stands before the
-// first ":" when that reads as a user name, and everything after is the
-// password. When the user cannot be told from the password (no ":", or a
-// "user" holding what no user name can), the whole user information is
-// hidden; and a value without "@" given where a URL was expected may be a
+// first ":" when that reads as a user name after a scheme's "//", and
+// everything after is the password. When the user cannot be told from the
+// password (no scheme before it, which a password pasted alone has not
+// either; no ":"; a "user" holding what no user name can), the whole user
+// information is hidden; and a value without "@" given where a URL was expected may be a
 // password pasted alone, and is hidden whole.
 //
 // Only where a URL is expected (--url, --management, $ACEMQ_AMQP_URL,
@@ -73,8 +74,9 @@ func Error(err error, urls ...string) string {
 
 // Text returns s with every one of urls replaced by URL of it, and then
 // their secrets wherever else they stand, in every form a line can show
-// them: as written, quoted by %q, encoded as JSON (and escaped by
-// internal/escape for a terminal), and escaped by internal/escape.
+// them: as written, quoted by %q, encoded as JSON (as encoding/json writes
+// it, and as the command line escapes it for a terminal), and escaped by
+// internal/escape.
 func Text(s string, urls ...string) string {
 	var secrets []string
 	for _, u := range urls {
@@ -96,10 +98,21 @@ func Text(s string, urls ...string) string {
 	return s
 }
 
+// Hide returns s with secret replaced by Marker in every form Text names:
+// for a value that must go whole wherever it stands, such as one given
+// where a broker URL is expected that is none and has no "@" (a password
+// pasted alone, amqpconn.Redact).
+func Hide(s, secret string) string {
+	if secret == "" || strings.Contains(Marker, secret) {
+		return s
+	}
+	return replaceForms(s, secret, Marker)
+}
+
 // replaceForms replaces old with repl in s in each of the forms Text names.
 func replaceForms(s, old, repl string) string {
 	s = strings.ReplaceAll(s, old, repl)
-	for _, form := range []func(string) string{quoted, jsonQuoted, escape.String, escapedQuoted} {
+	for _, form := range []func(string) string{quoted, plainJSON, jsonQuoted, escape.String, escapedQuoted} {
 		if f := form(old); f != old {
 			s = strings.ReplaceAll(s, f, form(repl))
 		}
@@ -112,8 +125,14 @@ func quoted(s string) string {
 	return q[1 : len(q)-1]
 }
 
-// jsonQuoted is s inside a JSON string as the command line prints one:
-// encoding/json's encoding, then escape.JSON's.
+// plainJSON is s inside a JSON string as encoding/json writes it (a log
+// line's field), and jsonQuoted as the command line prints one: then
+// escape.JSON's escapes too.
+func plainJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
 func jsonQuoted(s string) string {
 	b, _ := json.Marshal(s)
 	b = escape.JSON(b)
@@ -188,7 +207,7 @@ func byHand(raw string) inspected {
 	start := userStart(raw[:at])
 	info := raw[start:at]
 	user, pw, ok := strings.Cut(info, ":")
-	if ok && plainUser(user) {
+	if ok && start > 0 && plainUser(user) {
 		return inspected{shown: raw[:start] + shownUser(user, pw) + ":" + Marker + raw[at:], secrets: withMeant(pw)}
 	}
 	in := inspected{shown: raw[:start] + Marker + raw[at:], secrets: []string{info}}

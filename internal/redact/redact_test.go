@@ -35,12 +35,13 @@ func TestURL(t *testing.T) {
 		{"unicode password", "amqp://u:pässwörd@host/", "amqp://u:xxxxx@host/"},
 		{"slash in password, reads as host and port", "amqp://u:12/S3cr3t@host/", "amqp://u:xxxxx@host/"},
 		{"a flag's value", "url=amqp://guest:50pct#x@host/", "url=amqp://guest:xxxxx@host/"},
-		{"no scheme with at", "u:p%zz@host", "u:xxxxx@host"},
+		{"no scheme with at", "u:p%zz@host", "xxxxx@host"},
 		// Where the user cannot be told from the password: all of it.
-		{"no slashes after the scheme", "amqp:u:S3cr3t@host", "amqp:xxxxx@host"},
+		{"no slashes after the scheme", "amqp:u:S3cr3t@host", "xxxxx@host"},
 		{"no colon", "amqp://S3 cr3t@host/", "amqp://xxxxx@host/"},
 		{"user with a space", "amqp://a b:S3cr3t@host/", "amqp://xxxxx@host/"},
-		{"scheme-like password", "u:pa://ss@h", "u:xxxxx@h"},
+		{"scheme-like password", "u:pa://ss@h", "xxxxx@h"},
+		{"a password pasted alone, with a colon and an at", "S3cr3t:x@y", "xxxxx@y"},
 		// No "@": a password pasted alone.
 		{"hash, no at", "amqp://guest:#Hunter2", "xxxxx"},
 		{"bare password", "Hunter2", "xxxxx"},
