@@ -282,7 +282,7 @@ func (b *Broker) giveBack(ms []*message) {
 		m.q.unacked--
 	}
 	for _, q := range order {
-		b.requeue(q, byQueue[q])
+		b.returnLost(q, byQueue[q])
 		b.dispatch(q)
 	}
 }

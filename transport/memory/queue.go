@@ -18,7 +18,7 @@ type queue struct {
 
 	ready      ring
 	readyBytes int64 // the bodies of the ready messages, for x-max-length-bytes
-	returned   int   // quorum with a delivery limit: returned messages at the front, served first
+	returned   int   // quorum: returned messages at the front, served first (a delivery limit, or a lost channel's)
 	expiring   int   // ready messages with a deadline
 	rejecting  bool  // quorum under reject-publish: over its limit, refusing publishes
 	unacked    int
@@ -202,7 +202,19 @@ func (b *Broker) stopTimer(q *queue) {
 // does (checked against 3.10.8), puts returns at the back of the queue in
 // the order they came back, unless it has an x-delivery-limit: then it
 // serves them first, and dead-letters a message past the limit.
-func (b *Broker) requeue(q *queue, olds []*message) {
+func (b *Broker) requeue(q *queue, olds []*message) { b.putBack(q, olds, q.hasLimit) }
+
+// returnLost puts back the unsettled deliveries of a channel or
+// connection that went away (closed, timed out, refused). On a quorum
+// queue they are served first with or without a delivery limit: RabbitMQ
+// 3.10.8 returns a lost consumer's messages ahead of the ready ones, where
+// a reject or nack with requeue on a queue without a limit goes to the
+// back (checked there: ProbationLostReturnsFirst).
+func (b *Broker) returnLost(q *queue, olds []*message) { b.putBack(q, olds, true) }
+
+// putBack is requeue and returnLost: first says whether a quorum queue
+// serves the returns before its ready messages.
+func (b *Broker) putBack(q *queue, olds []*message, first bool) {
 	if q.deleted || len(olds) == 0 {
 		return
 	}
@@ -221,7 +233,7 @@ func (b *Broker) requeue(q *queue, olds []*message) {
 	if len(back) == 0 {
 		return
 	}
-	if q.quorum && !q.hasLimit {
+	if q.quorum && !first {
 		for _, m := range back {
 			q.pushBack(m)
 		}

@@ -13,7 +13,47 @@ import (
 func init() {
 	cases = append(cases,
 		testCase{"ProbationPoisonSpendsOwnBudget", testProbationPoison},
+		testCase{"ProbationLostReturnsFirst", testProbationLostReturnsFirst},
 	)
+}
+
+// testProbationLostReturnsFirst: a quorum queue without a delivery limit
+// serves what a lost connection held ahead of its ready messages (where a
+// reject with requeue goes to the back: QuorumReturnOrder), so a consumer
+// on probation takes those first, one at a time, and the first message
+// that is not redelivered opens its prefetch (RabbitMQ 3.10.8).
+func testProbationLostReturnsFirst(t *testing.T, e *env) {
+	c := e.conn()
+	q := e.queue(c, "quorum", map[string]any{"x-queue-type": "quorum"})
+	for _, b := range []string{"a", "b", "c", "d", "e"} {
+		e.send(c, q, b)
+	}
+	a := e.conn()
+	subA := e.consume(a, q, 2)
+	e.recvBody(subA, "a")
+	e.recvBody(subA, "b")
+	e.none(subA)
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	e.depth(c, q, 5)
+
+	sub := e.consume(c, q, 2)
+	for _, b := range []string{"a", "b"} {
+		d := e.recvBody(sub, b)
+		if !d.Redelivered {
+			t.Errorf("%s, held by the lost connection, is not marked redelivered", b)
+		}
+		e.wantInt(d.Headers, "x-delivery-count", 1)
+		e.none(sub) // on probation: alone
+		e.ack(d)
+	}
+	cd := e.recvBody(sub, "c")
+	if cd.Redelivered {
+		t.Error("c is marked redelivered")
+	}
+	e.recvBody(sub, "d") // the prefetch of 2 is open again
+	e.none(sub)
 }
 
 // testProbationPoison: a consumer at prefetch 5 holds a poison and three
