@@ -272,6 +272,9 @@ func (c *consumer) publishOnce(ctx context.Context, m *Message, d transport.Deli
 		return copyTooLarge, err
 	case h.delayed && errors.Is(err, transport.ErrNotFound): // the level's exchange
 		return copyUnroutable, err
+	case refusedForGood(err):
+		c.refusedCopy(m, h.to, err)
+		return copyUnknown, err
 	default:
 		c.e.log.Warn("acemq: republish", zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("to", h.to), zap.Error(err))
 		return copyUnknown, err

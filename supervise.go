@@ -61,7 +61,7 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		}
 		refused := errors.Is(err, transport.ErrRefused)
 		if !refused && (!c.q.declare || !(errors.Is(err, transport.ErrCancelled) || errors.Is(err, transport.ErrNotFound))) {
-			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended: %w", c.q.name, err)
+			c.e.fail(fmt.Errorf("acemq: consumer of queue %s ended: %w", c.q.name, err))
 			return
 		}
 		c.consuming.Store(false)
@@ -76,7 +76,7 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		}
 		next, err := c.resubscribe()
 		if err != nil {
-			c.e.failed <- fmt.Errorf("acemq: consumer of queue %s ended, and consuming it again was refused: %w", c.q.name, err)
+			c.e.fail(fmt.Errorf("acemq: consumer of queue %s ended, and consuming it again was refused: %w", c.q.name, err))
 			return
 		}
 		if next == nil {

@@ -39,12 +39,18 @@ func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*c
 	// The frame size is read from the connection the channel is opened
 	// on, or from the one before it if a reconnect comes between: nodes of
 	// one cluster, configured alike, negotiate the same.
-	c, err := conn.Connection(ctx)
+	//
+	// A reconnect the broker refuses for good (the user's access to the
+	// vhost withdrawn, the vhost deleted) ends the wait at once with the
+	// broker's reason: no publish can succeed until an operator acts, and
+	// waiting out the caller's whole deadline only hides why. One refused
+	// for now (a connection limit) is waited out as before.
+	c, err := conn.ConnectionUnlessRefused(ctx)
 	if err != nil {
 		return nil, err
 	}
 	frameMax := c.Config.FrameSize
-	ch, err := conn.Channel(ctx)
+	ch, err := conn.ChannelUnlessRefused(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -215,7 +215,10 @@ func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amq
 // closedBeforeConfirm explains a publish whose channel closed before its
 // confirm came. The outcome is unknown (other messages in flight on the
 // channel may have been stored) except when the broker closed the channel
-// because this message's exchange does not exist: then it was refused.
+// because of this message's exchange: it does not exist (404), or the user
+// may not write to it (403 "write access to exchange 'amq.default' in
+// vhost 'v' refused for user 'u'", the permissions withdrawn). Then it was
+// refused.
 func (p *publisher) closedBeforeConfirm(c *confirmCh, pub *transport.Publishing) error {
 	reason := c.closeReason()
 	if reason == nil {
@@ -225,7 +228,19 @@ func (p *publisher) closedBeforeConfirm(c *confirmCh, pub *transport.Publishing)
 		strings.Contains(reason.Reason, "exchange '"+pub.Exchange+"'") {
 		return fmt.Errorf("acemq: publish to %s: %w", destination(pub), classify(reason))
 	}
+	if reason.Code == codeAccessRefused && strings.Contains(reason.Reason, "exchange '"+exchangeName(pub.Exchange)+"'") {
+		return fmt.Errorf("acemq: publish to %s: %w", destination(pub), classify(reason))
+	}
 	return unconfirmed(pub, fmt.Errorf("%w: %s (%d)", errChannelClosed, reason.Reason, reason.Code))
+}
+
+// exchangeName is how the broker names exchange in its replies: the
+// default exchange as amq.default.
+func exchangeName(exchange string) string {
+	if exchange == "" {
+		return "amq.default"
+	}
+	return exchange
 }
 
 func toPublishing(p *transport.Publishing, headers amqp.Table) amqp.Publishing {
