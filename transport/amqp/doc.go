@@ -47,8 +47,11 @@
 //
 // # Channels
 //
-// Each subscription has its own channel, with basic.qos set to its
-// prefetch; deliveries are settled on the channel they arrived on. Acks
+// Each subscription has its own channel, on probation at first (at
+// basic.qos 1 while its deliveries are redelivered, so that a poison that
+// takes the connection down charges a quorum queue's delivery limit alone;
+// then a second consumer takes the rest of the prefetch: probation.go);
+// deliveries are settled on the channel they arrived on. Acks
 // are folded into multiple-acks, which costs the broker's queue process
 // far less than an ack frame per message: acks wait up to a millisecond,
 // or until a quarter of the prefetch is waiting, and then one frame

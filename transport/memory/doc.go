@@ -22,10 +22,13 @@
 // once, or nacked by a full queue (see Length limits); a mandatory publish
 // that reaches no queue is Routed false, a missing exchange is
 // ErrNotFound. Consumers take turns (round-robin), each up to its
-// prefetch; a rejected-with-requeue or given-back delivery returns
-// redelivered: to its place among the ready messages of a classic queue,
-// to the back of a quorum queue, or to the front of a quorum queue with an
-// x-delivery-limit (as RabbitMQ 3.10 does).
+// prefetch, after a probation: one delivery at a time while they are
+// redelivered, as the amqp transport consumes (probation.go); a
+// rejected-with-requeue or given-back delivery returns redelivered: to its
+// place among the ready messages of a classic queue, to the back of a
+// quorum queue, or to the front of a quorum queue with an
+// x-delivery-limit, and what a closed subscription or connection held to
+// the front of any quorum queue (as RabbitMQ 3.10 does).
 //
 // Queue arguments: x-message-ttl (expiry from the head, in order),
 // x-dead-letter-exchange and x-dead-letter-routing-key (expired and
