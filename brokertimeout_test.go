@@ -107,18 +107,26 @@ func TestConsumerTimeoutLearntFromTheBroker(t *testing.T) {
 	for _, body := range healthy[3:] {
 		f.publish("q", body, nil)
 	}
-	f.eventuallyWithin(10*time.Second, "the slow message dead-lettered", func() bool { return b.Depth("q.dlq") == 1 })
+	f.eventuallyWithin(30*time.Second, "the slow message dead-lettered", func() bool { return b.Depth("q.dlq") == 1 })
 	if r := reasonIn(f, "q.dlq"); !strings.Contains(r, "ran past its timeout of 1s") {
 		t.Errorf("dead letter's reason %q, want one naming the broker's timeout of 1s", r)
 	}
 	if n, _ := seen.of("slow"); n != 1 {
 		t.Errorf("the slow handler ran %d times, want once", n)
 	}
-	for _, body := range healthy {
-		if n, _ := seen.of(body); n == 0 {
-			t.Errorf("healthy message %q never handled", body)
+	f.eventuallyWithin(30*time.Second, "every healthy message handled", func() bool {
+		for _, body := range healthy {
+			if n, _ := seen.of(body); n == 0 {
+				return false
+			}
 		}
-	}
+		return true
+	})
+	// The dead letter is in the .dlq once confirmed; its metric is recorded
+	// as the original is settled, a moment later.
+	f.eventually("the dead letter counted", func() bool {
+		return f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": "consumer_timeout"}) >= 1
+	})
 	if got := f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": "consumer_timeout"}); got != 1 {
 		t.Errorf("%s{outcome=consumer_timeout} = %d, want 1", acemq.MetricDeadLettered, got)
 	}
