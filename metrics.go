@@ -133,7 +133,7 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	in.setAsideFailed, _ = m.Int64Counter(MetricSetAsideFailed,
 		metric.WithDescription("Dead letters, parks and retries whose copy the broker refused (attribute why: missing, nacked, refused); the original is held and the copy tried again, or rejected to the queue's own dead-letter route."))
 	in.rungMissing, _ = m.Int64Counter(MetricRungMissing,
-		metric.WithDescription("Broker waits that fell back to an in-process wait because the rung queue or the delay queues' level (attribute rung) is missing."))
+		metric.WithDescription("Broker waits that fell back to an in-process wait because the rung queue or the delay queues' level (attribute rung) is missing; and, with attribute kind (queue or exchange), parts of the delay queues' layout the server's periodic check found missing."))
 	in.handled, _ = m.Int64Counter(MetricHandled, metric.WithUnit("{message}"),
 		metric.WithDescription("Deliveries settled, by queue and outcome: what the server did (accept, retry, snooze, requeue, stamped, given_back, own_dead_letter_route, or the cause of a give-up)."))
 	in.retries, _ = m.Int64Counter(MetricRetries,

@@ -44,6 +44,10 @@ type QueueConfig struct {
 	// Concurrency is how many handlers run at once on this queue.
 	Concurrency int
 	// Prefetch bounds unsettled deliveries, in-process retry waits included.
+	// A subscription starts on probation at 1 and takes redelivered
+	// messages one at a time, so that a poison that takes the process down
+	// spends only its own delivery budget; the first fresh delivery opens
+	// the rest of the prefetch.
 	Prefetch int
 	// NoDeclare declares nothing for this queue and publishes to no rung:
 	// for a user without configure permission. Pair it with a policy whose

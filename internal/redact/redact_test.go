@@ -124,4 +124,3 @@ func FuzzURL(f *testing.F) {
 		}
 	})
 }
-

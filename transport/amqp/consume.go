@@ -381,7 +381,7 @@ func (s *subscription) ended(c *consumeCh) ending {
 	}
 	s.log.Warn("acemq: consumer channel lost; resubscribing, its unsettled deliveries are stale", fields...)
 	if s.timedOut != nil && errors.Is(end.err, transport.ErrConsumerTimeout) {
-		s.dropBuffered() // stale: no worker should begin on one once told
+		s.dropBuffered()                         // stale: no worker should begin on one once told
 		s.timedOut(statedTimeout(reason.Reason)) // before resubscribing: nothing of the old channel comes back first
 	}
 	return end
