@@ -227,7 +227,7 @@ func trimSlash(s string) string {
 // take an http:// URL, which is no broker URL, for a password pasted
 // whole and blank out its host and port wherever they appear.
 func (s secrets) withHTTPURLs() secrets {
-	out := secrets{pieces: slices.Clone(s.pieces)}
+	out := secrets{pieces: slices.Clone(s.pieces), cut: slices.Clone(s.cut)}
 	for _, arg := range s.args {
 		i := strings.Index(arg, "http://")
 		if j := strings.Index(arg, "https://"); i < 0 || (j >= 0 && j < i) {

@@ -40,12 +40,18 @@ type secrets struct {
 	// --name=value; longest first. Each is redacted as a URL
 	// (redact.Text).
 	args []string
-	// pieces are, of such an argument with control characters in it, the
-	// pieces between them up to its last "@": output is redacted a line at
-	// a time, and a tabwriter turns a "\t" into padding and a "\f" or "\v"
-	// into a line break. (url.Parse refuses any control character, so the
-	// argument is redacted up to its last "@" in any case.)
+	// pieces are hidden whole, as written: of such an argument with
+	// control characters in it, the pieces between them up to its last
+	// "@" (output is redacted a line at a time, and a tabwriter turns a
+	// "\t" into padding and a "\f" or "\v" into a line break; url.Parse
+	// refuses any control character, so the argument is redacted up to
+	// its last "@" in any case).
 	pieces []string
+	// cut are the names the flag package quotes of --name=value when the
+	// "=" cuts what stands before the host in two (--x://u:pw=@host is a
+	// flag named "x://u:pw"): hidden whole, as written, before anything
+	// else, as a line may show nothing else of the argument.
+	cut []string
 }
 
 // secretArgs are the secrets of a command line.
@@ -75,10 +81,19 @@ func secretArgs(args []string) secrets {
 		s.add(arg, true)
 		s.add(name, true)
 		if hasValue {
-			if !plainFlagName(n) {
+			last := strings.LastIndex(name, "@")
+			switch {
+			case plainFlagName(n): // --queue=...: the flag's name
+			case len(n) < last: // a piece of what stands before the host: hidden whole
+				if !slices.Contains(s.cut, n) {
+					s.cut = append(s.cut, n)
+				}
+			default:
 				s.add(n, true)
 			}
-			s.add(v, true)
+			if len(n) < last { // else v follows the host
+				s.add(v, true)
+			}
 		}
 	}
 	s.sort()
@@ -94,7 +109,7 @@ func plainFlagName(n string) bool {
 // withVariables adds the values of urlVariables and otherVariables, read
 // with getenv.
 func (s secrets) withVariables(getenv func(string) string) secrets {
-	s.args, s.pieces = slices.Clone(s.args), slices.Clone(s.pieces)
+	s.args, s.pieces, s.cut = slices.Clone(s.args), slices.Clone(s.pieces), slices.Clone(s.cut)
 	for _, name := range urlVariables {
 		s.add(getenv(name), true)
 	}
@@ -121,9 +136,14 @@ func (s *secrets) add(v string, inURLPlace bool) {
 		upTo = v[:at]
 	}
 	for _, p := range strings.FieldsFunc(upTo, unicode.IsControl) {
-		if !slices.Contains(s.pieces, p) {
-			s.pieces = append(s.pieces, p)
-		}
+		s.addPiece(p)
+	}
+}
+
+// addPiece adds p to what is hidden whole, as it is written.
+func (s *secrets) addPiece(p string) {
+	if p != "" && !slices.Contains(s.pieces, p) {
+		s.pieces = append(s.pieces, p)
 	}
 }
 
@@ -131,14 +151,21 @@ func (s *secrets) sort() {
 	byLength := func(a, b string) int { return len(b) - len(a) }
 	slices.SortStableFunc(s.args, byLength)
 	slices.SortStableFunc(s.pieces, byLength)
+	slices.SortStableFunc(s.cut, byLength)
 }
 
 // redact removes from text the password of url (the broker's, read as
 // amqpconn reads one) and every secret.
 func (s secrets) redact(text, url string) string {
+	text = hideAll(text, s.cut)
 	text = amqpconn.RedactText(text, url)
 	text = redact.Text(text, s.args...)
-	for _, p := range s.pieces {
+	return hideAll(text, s.pieces)
+}
+
+// hideAll replaces each of secrets in text, as written, by the marker.
+func hideAll(text string, secrets []string) string {
+	for _, p := range secrets {
 		if !strings.Contains(redact.Marker, p) {
 			text = strings.ReplaceAll(text, p, redact.Marker)
 		}
