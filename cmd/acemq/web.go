@@ -547,8 +547,8 @@ func (w *webUI) moveGroup(a *app, q, sel string, discard bool, toQueue, why stri
 			}
 		}
 	}
-	res.Left = res.Matched - res.Moved
-	res.After = res.Before - res.Moved
+	// Left and After are the move's own counts (triageReplay,
+	// triageDiscard): what it gave back and what the broker says is left.
 	if err != nil {
 		res.Error = a.redact(escape.String(err.Error()))
 	}
