@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -126,32 +127,16 @@ func declaredTimeout(q *queueRun) time.Duration {
 	if !q.declare {
 		return 0
 	}
-	var ms float64
-	switch v := q.args["x-consumer-timeout"].(type) {
-	case int:
-		ms = float64(v)
-	case int8:
-		ms = float64(v)
-	case int16:
-		ms = float64(v)
-	case int32:
-		ms = float64(v)
-	case int64:
-		ms = float64(v)
-	case uint8:
-		ms = float64(v)
-	case uint16:
-		ms = float64(v)
-	case uint32:
-		ms = float64(v)
-	case uint64:
-		ms = float64(v)
-	case float64:
-		ms = v
-	case float32:
-		ms = float64(v)
+	arg := q.args["x-consumer-timeout"]
+	switch arg.(type) {
+	case string, []byte: // RabbitMQ takes a number only
+		return 0
 	}
-	if !(ms >= 1) || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+	ms, ok := wire.Int(arg) // any integer or float type
+	if !ok {
+		return 0
+	}
+	if ms < 1 || ms > math.MaxInt64/int64(time.Millisecond) {
 		return 0
 	}
 	return time.Duration(ms) * time.Millisecond

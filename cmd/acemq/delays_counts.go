@@ -22,20 +22,7 @@ import (
 // error or an interruption.
 func (a *app) countUnseen(fs *flag.FlagSet, flagValue string, out *delaysOut) (int, bool) {
 	defer out.addUp()
-	raw := flagValue
-	if raw == "" {
-		raw = a.getenv(EnvManagement)
-	}
-	extra := a.secrets
-	if raw != "" {
-		extra.args = append(slices.Clone(extra.args), raw) // from the environment, it is not among the arguments
-	}
-	a.secrets = extra.withHTTPURLs()
-	tlsConfig, err := a.tlsConfig(fs)
-	if err != nil {
-		return a.usageError(fs, "%v", err), false
-	}
-	mc, err := newMgmtClient(raw, a.url, tlsConfig)
+	mc, err := a.managementFor(fs, flagValue)
 	if err != nil {
 		return a.usageError(fs, "%v", err), false
 	}
