@@ -114,19 +114,7 @@ func testTTLRung(t *testing.T, e *env) {
 // the count passes x-delivery-limit.
 func testQuorumDeliveryLimit(t *testing.T, e *env) {
 	c := e.conn()
-	dlx, q, dlq := e.name("dlx"), e.name("quorum"), e.name("quorum.dlq")
-	e.declare(c, transport.Topology{
-		Exchanges: []transport.Exchange{{Name: dlx, Kind: "direct", Durable: true}},
-		Queues: []transport.Queue{
-			{Name: q, Durable: true, Args: map[string]any{
-				"x-queue-type":           "quorum",
-				"x-delivery-limit":       2,
-				"x-dead-letter-exchange": dlx,
-			}},
-			{Name: dlq, Durable: true},
-		},
-		Bindings: []transport.Binding{{Queue: dlq, Exchange: dlx, Key: q}},
-	})
+	q, dlq := e.limitedQuorum(c, 2)
 	e.send(c, q, "poison")
 	sub := e.consume(c, q, 1)
 
@@ -229,4 +217,26 @@ func testDeadLetterCycleDropped(t *testing.T, e *env) {
 	e.ack(e.recvBody(sub, "kept"))
 	e.none(sub)
 	e.depth(c, rung, 0)
+}
+
+// limitedQuorum declares a quorum queue with x-delivery-limit limit whose
+// dead letters go, through an exchange of its own, to a queue: the
+// queue's name, and that of the queue its dead letters land in.
+func (e *env) limitedQuorum(c transport.Transport, limit int) (q, dlq string) {
+	e.t.Helper()
+	dlx := e.name("dlx")
+	q, dlq = e.name("quorum"), e.name("quorum.dlq")
+	e.declare(c, transport.Topology{
+		Exchanges: []transport.Exchange{{Name: dlx, Kind: "direct", Durable: true}},
+		Queues: []transport.Queue{
+			{Name: q, Durable: true, Args: map[string]any{
+				"x-queue-type":           "quorum",
+				"x-delivery-limit":       limit,
+				"x-dead-letter-exchange": dlx,
+			}},
+			{Name: dlq, Durable: true},
+		},
+		Bindings: []transport.Binding{{Queue: dlq, Exchange: dlx, Key: q}},
+	})
+	return q, dlq
 }

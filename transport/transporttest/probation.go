@@ -66,19 +66,7 @@ func testProbationLostReturnsFirst(t *testing.T, e *env) {
 // prefetch again.
 func testProbationPoison(t *testing.T, e *env) {
 	c := e.conn()
-	dlx, q, dlq := e.name("dlx"), e.name("quorum"), e.name("quorum.dlq")
-	e.declare(c, transport.Topology{
-		Exchanges: []transport.Exchange{{Name: dlx, Kind: "direct", Durable: true}},
-		Queues: []transport.Queue{
-			{Name: q, Durable: true, Args: map[string]any{
-				"x-queue-type":           "quorum",
-				"x-delivery-limit":       2,
-				"x-dead-letter-exchange": dlx,
-			}},
-			{Name: dlq, Durable: true},
-		},
-		Bindings: []transport.Binding{{Queue: dlq, Exchange: dlx, Key: q}},
-	})
+	q, dlq := e.limitedQuorum(c, 2)
 	const prefetch = 5
 	healthy := []string{"h1", "h2", "h3"}
 	e.send(c, q, "first")
