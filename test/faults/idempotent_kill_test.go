@@ -9,6 +9,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/retry"
 )
 
 // TestFaultIdempotentConsumerKilled is scenario 10 under the
@@ -23,23 +24,9 @@ import (
 func TestFaultIdempotentConsumerKilled(t *testing.T) {
 	t.Parallel()
 	const name = "idempotent-consumer-kill9"
-	pgURL := postgresURL(t)
-	pool := postgresPool(t, pgURL)
-	url, _ := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
-	effectsTable, storeTable := newTables(t, pool)
-	eff := effects{pool: pool, table: effectsTable}
-	log := testLogger(t)
-	q := "faults." + name
-	pol := testPolicy()
-	pubTr := dial(t, url, log)
-	if err := pubTr.Declare(context.Background(), acemq.Topology(q, pol, nil)); err != nil {
-		t.Fatal(err)
-	}
-	js := jobs(name, 300)
-	stats := &publishStats{}
-	published := make(chan []job, 1)
-	go func() { published <- publishAll(t, pubTr, q, js, 2, 20*time.Millisecond, stats) }()
-	env := []string{envPostgres + "=" + pgURL, envEffects + "=" + effectsTable, envStore + "=" + storeTable}
+	sc := startIdempotentScenario(t, name, 300)
+	url, q, pol, eff, storeTable, stats, published := sc.url, sc.queue, sc.policy, sc.eff, sc.storeTable, sc.stats, sc.published
+	env := sc.env
 	for i, at := range []int{60, 150} {
 		child := startConsumer(t, "idempotent-tx", url, q, env...)
 		eventually(t, 30*time.Second, fmt.Sprintf("consumer %d did the work %d times", i+1, at), func() bool {
@@ -72,4 +59,39 @@ func dumpStore(t *testing.T, e effects, store string, ids []string) {
 		vals, _ := rows.Values()
 		t.Logf("store row of a lost id (id, claimed_at, lease_until, confirmed_at): %v", vals)
 	}
+}
+
+// idempotentScenario is what the scenarios with an idempotent consumer in
+// a child process share: a vhost, a queue with its topology, tables for
+// the work's effects and the store, and a producer publishing n jobs.
+type idempotentScenario struct {
+	url, queue, pgURL string
+	policy            retry.Policy
+	eff               effects
+	storeTable        string
+	stats             *publishStats
+	published         chan []job // what the producer sent, once it is done
+	env               []string   // for the child: the database and tables
+}
+
+func startIdempotentScenario(t *testing.T, name string, n int) *idempotentScenario {
+	t.Helper()
+	pgURL := postgresURL(t)
+	pool := postgresPool(t, pgURL)
+	url, _ := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
+	effectsTable, storeTable := newTables(t, pool)
+	eff := effects{pool: pool, table: effectsTable}
+	log := testLogger(t)
+	q := "faults." + name
+	pol := testPolicy()
+	pubTr := dial(t, url, log)
+	if err := pubTr.Declare(context.Background(), acemq.Topology(q, pol, nil)); err != nil {
+		t.Fatal(err)
+	}
+	js := jobs(name, n)
+	stats := &publishStats{}
+	published := make(chan []job, 1)
+	go func() { published <- publishAll(t, pubTr, q, js, 2, 20*time.Millisecond, stats) }()
+	return &idempotentScenario{url: url, queue: q, pgURL: pgURL, policy: pol, eff: eff, storeTable: storeTable, stats: stats, published: published,
+		env: []string{envPostgres + "=" + pgURL, envEffects + "=" + effectsTable, envStore + "=" + storeTable}}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/idempotency"
-	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/middleware"
 )
 
@@ -49,24 +48,9 @@ const snoozedLine = "acemq: id in progress elsewhere; snoozed"
 func TestFaultIdempotentClaimHeldByKilled(t *testing.T) {
 	t.Parallel()
 	const name = "idempotent-lease-kill9"
-	pgURL := postgresURL(t)
-	pool := postgresPool(t, pgURL)
-	url, _ := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
-	effectsTable, storeTable := newTables(t, pool)
-	eff := effects{pool: pool, table: effectsTable}
-	log := testLogger(t)
-	q := "faults." + name
-	pol := testPolicy()
-	pubTr := dial(t, url, log)
-	if err := pubTr.Declare(context.Background(), acemq.Topology(q, pol, nil)); err != nil {
-		t.Fatal(err)
-	}
-	js := jobs(name, 200)
-	stats := &publishStats{}
-	published := make(chan []job, 1)
-	go func() { published <- publishAll(t, pubTr, q, js, 2, 20*time.Millisecond, stats) }()
-	env := []string{envPostgres + "=" + pgURL, envEffects + "=" + effectsTable, envStore + "=" + storeTable,
-		envLease + "=" + leaseKillLease.String()}
+	sc := startIdempotentScenario(t, name, 200)
+	url, q, pol, eff, storeTable, stats, published := sc.url, sc.queue, sc.policy, sc.eff, sc.storeTable, sc.stats, sc.published
+	env := append(sc.env, envLease+"="+leaseKillLease.String())
 	var after []*child // the consumers that came after a kill
 	for i, at := range []int{40, 100} {
 		c := startConsumer(t, "idempotent-lease", url, q, env...)
