@@ -252,6 +252,11 @@ func (c *consumer) publishOnce(ctx context.Context, m *Message, d transport.Deli
 	prop.Inject(ctx, p.Headers)
 	ctx, cancel := context.WithTimeout(ctx, c.e.publishTimeout)
 	defer cancel()
+	// The stop's cut ends the wait too (handlerCtx ends with it): a publish
+	// that waits for a connection refused for now, or for a confirm, is
+	// an unknown outcome then, its original given back, and Run keeps
+	// the shutdown's deadline instead of PublishTimeout.
+	defer context.AfterFunc(c.e.handlerCtx, cancel)()
 	began := time.Now()
 	conf, err := c.e.t.Publish(ctx, p)
 	c.e.inst.confirm.Record(ctx, time.Since(began).Seconds(), c.q.metrics.queueRec...)
