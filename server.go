@@ -117,7 +117,9 @@ type Server struct {
 	HandlerTimeout time.Duration
 	// PublishTimeout bounds each retry, dead-letter or park publish; a confirm
 	// that does not come in time is an unknown outcome and the original is
-	// given back to the broker. Default 30 s.
+	// given back to the broker. Default 30 s. A refusal for good (access
+	// withdrawn, the vhost gone) and the shutdown's deadline end the wait
+	// sooner.
 	PublishTimeout time.Duration
 	// Logger is where the server logs; [FromSlog] makes one of a
 	// *slog.Logger. Without one, warnings and errors (a message given up
