@@ -3,6 +3,7 @@ package acemq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -127,6 +128,17 @@ func (f *fixture) only(queue string) transport.Delivery {
 		f.t.Fatalf("%s holds %d messages, want 1", queue, len(got))
 	}
 	return got[0]
+}
+
+// counterReaches waits until a counter reaches want, then checks it went
+// no further: a settlement's metrics are recorded as its original is
+// settled, which can come after its copy was confirmed and even handled.
+func (f *fixture) counterReaches(name string, attrs map[string]string, want int64) {
+	f.t.Helper()
+	f.eventuallyWithin(30*time.Second, fmt.Sprintf("%s%v reaches %d", name, attrs, want), func() bool { return f.counter(name, attrs) >= want })
+	if got := f.counter(name, attrs); got != want {
+		f.t.Errorf("%s%v = %d, want %d", name, attrs, got, want)
+	}
 }
 
 // counter sums a counter's points whose attributes include every pair in attrs.

@@ -58,9 +58,7 @@ func TestConnectionLimitWaitedOut(t *testing.T) {
 		t.Fatalf("Run returned while the broker refused the consumer's connection for now: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if n := f.counter(acemq.MetricRefusals, map[string]string{"queue": "orders", "reason": "connection_limit"}); n != 3 {
-		t.Errorf("%s = %d, want 3 (one per refused try)", acemq.MetricRefusals, n)
-	}
+	f.counterReaches(acemq.MetricRefusals, map[string]string{"queue": "orders", "reason": "connection_limit"}, 3)
 	if n := f.logs.FilterMessageSnippet("refuses the consumer's connection for now").Len(); n != 1 {
 		t.Errorf("%d lines for the streak's start, want 1", n)
 	}

@@ -54,9 +54,7 @@ func TestAcceptAcks(t *testing.T) {
 	if f.broker.Depth("orders") != 0 || f.broker.Depth("orders.dlq") != 0 {
 		t.Error("an accepted message is still somewhere")
 	}
-	if got := f.counter(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "accept"}); got != 1 {
-		t.Errorf("handled{accept} = %d", got)
-	}
+	f.counterReaches(acemq.MetricHandled, map[string]string{"queue": "orders", "outcome": "accept"}, 1)
 }
 
 func TestRetryInProcessThenSucceed(t *testing.T) {
@@ -82,9 +80,7 @@ func TestRetryInProcessThenSucceed(t *testing.T) {
 			t.Errorf("attempt %d: envelope %+v", i+1, env)
 		}
 	}
-	if got := f.counter(acemq.MetricRetries, map[string]string{"where": "process"}); got != 2 {
-		t.Errorf("retries{process} = %d, want 2", got)
-	}
+	f.counterReaches(acemq.MetricRetries, map[string]string{"where": "process"}, 2)
 	if f.broker.Depth("orders.dlq") != 0 {
 		t.Error("a message that succeeded was dead-lettered")
 	}
@@ -111,9 +107,7 @@ func TestExhaustedGoesToTheDeadLetterQueue(t *testing.T) {
 		t.Errorf("a dead-letter reader sees %+v", env)
 	}
 	f.eventually("original acked", func() bool { return f.broker.Unacked("orders") == 0 && f.broker.Depth("orders") == 0 })
-	if got := f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": "exhausted"}); got != 1 {
-		t.Errorf("dead.lettered{exhausted} = %d", got)
-	}
+	f.counterReaches(acemq.MetricDeadLettered, map[string]string{"outcome": "exhausted"}, 1)
 	if f.logs.FilterMessage("acemq: message given up on").Len() != 1 {
 		t.Error("no log line for the message given up on")
 	}
@@ -163,9 +157,7 @@ func TestLadderThroughRungs(t *testing.T) {
 			t.Errorf("attempt %d: %+v", i+1, env)
 		}
 	}
-	if got := f.counter(acemq.MetricRetries, map[string]string{"where": "broker"}); got != 3 {
-		t.Errorf("retries{broker} = %d, want 3", got)
-	}
+	f.counterReaches(acemq.MetricRetries, map[string]string{"where": "broker"}, 3)
 }
 
 func mustParse(t *testing.T, s string) time.Duration {
@@ -229,9 +221,7 @@ func TestGiveUpReasons(t *testing.T) {
 				t.Errorf("attempt %v body %q", d.Headers["x-acemq-attempt"], d.Body)
 			}
 			f.eventually("original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
-			if got := f.counter(acemq.MetricDeadLettered, map[string]string{"outcome": tt.cause, "queue": "q"}); got != 1 {
-				t.Errorf("dead.lettered{outcome=%s} = %d", tt.cause, got)
-			}
+			f.counterReaches(acemq.MetricDeadLettered, map[string]string{"outcome": tt.cause, "queue": "q"}, 1)
 		})
 	}
 }
