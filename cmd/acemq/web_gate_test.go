@@ -21,26 +21,8 @@ import (
 // all and giving them back (which marks them: call it last).
 func redelivered(t *testing.T, tr transport.Transport, q string) (n, total int) {
 	t.Helper()
-	var held []transport.Delivery
-	for {
-		d, ok, err := tr.Get(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		held = append(held, d)
-		if d.Redelivered {
-			n++
-		}
-	}
-	for _, d := range held {
-		if err := d.Reject(true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return n, len(held)
+	counts, n := deliveries(t, tr, q, false)
+	return n, len(counts)
 }
 
 // dashboardRequests are every GET and POST of the dashboard, as a page on
