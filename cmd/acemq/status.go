@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -369,69 +367,6 @@ func hasFamily(queues []queueStat, queue string) bool {
 
 var roleRank = map[string]int{roleWork: 0, roleDLQ: 1, roleParked: 2, roleRung: 3, roleDelayLevel: 4, roleUndeliverable: 5}
 
-func (a *app) printStatus(out statusOut, asJSON bool) int {
-	if out.Services == nil {
-		out.Services = []service{}
-	}
-	if asJSON {
-		a.printJSON(out)
-		return exitOK
-	}
-	fmt.Fprintf(a.stdout, "vhost %s, from the %s", out.Vhost, out.Source)
-	if out.ManagementError == "" {
-		fmt.Fprintf(a.stdout, " at %s", out.Management)
-	}
-	fmt.Fprintf(a.stdout, ": %s", plural(len(out.Services), "service"))
-	if len(out.Other) > 0 {
-		fmt.Fprintf(a.stdout, ", %s not acemq's", plural(len(out.Other), "other queue"))
-	}
-	fmt.Fprintln(a.stdout)
-	if len(out.Services) == 0 && len(out.Delays) == 0 {
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tUNACKED\tDEAD-LETTERING\tCONSUMERS\tIN/S\tOUT/S\tSTATE")
-	var notes statusNotes
-	row := func(indent string, q queueStat) {
-		notes.add(q)
-		switch {
-		case q.Missing:
-			fmt.Fprintf(tw, "%s%s\t-\t-\t-\t-\t-\t-\t-\tmissing\n", indent, escape.String(q.Name))
-		case q.NotSampledYet:
-			fmt.Fprintf(tw, "%s%s\t%s\t\t\t\t%s\t%s\t%s\t%s\n", indent, escape.String(q.Name), notSampledYet,
-				count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
-		default:
-			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", indent, escape.String(q.Name), count(q.Messages), count(q.Ready), count(q.Unacked),
-				count(q.DeadLettering), count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
-		}
-	}
-	for _, s := range out.Services {
-		for i, q := range s.Queues {
-			indent := "  "
-			if i == 0 {
-				indent = ""
-			}
-			row(indent, q)
-		}
-	}
-	if len(out.Delays) > 0 {
-		t := delayTotal(out.Delays)
-		state := plural(t.levels, "level")
-		if t.unsampled > 0 {
-			state += fmt.Sprintf(", %d %s", t.unsampled, notSampledYet)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", delay.Prefix+".*", count(t.Messages), count(t.Ready), count(t.Unacked), count(t.DeadLettering), state)
-		for _, q := range out.Delays {
-			if q.Role == roleUndeliverable || q.Missing || q.NotSampledYet || waiting(q) {
-				row("  ", q)
-			}
-		}
-	}
-	_ = tw.Flush()
-	notes.print(a, out)
-	return exitOK
-}
-
 // notSampledYet stands in a queue's counts while the management API has
 // not sampled them: unknown, which "-" or a blank would pass for none.
 const notSampledYet = "not sampled yet"
@@ -475,62 +410,4 @@ func (n *statusNotes) add(q queueStat) {
 		n.deadLettering = append(n.deadLettering, escape.String(q.Name))
 		n.held += *q.DeadLettering
 	}
-}
-
-func (n *statusNotes) print(a *app, out statusOut) {
-	if len(n.deadLettering) > 0 {
-		fmt.Fprintf(a.stdout, "\n%s waiting to be dead-lettered on %s: their dead-letter target was full or missing, so the queue keeps them, "+
-			"neither ready nor unacked, and RabbitMQ offers them again about every 3 minutes. Never delete a queue that is not empty by every count.\n",
-			plural(n.held, "message"), strings.Join(n.deadLettering, ", "))
-	}
-	if n.unsampled > 0 {
-		fmt.Fprintf(a.stdout, "\n%s %s: the management API lists a queue at once and samples its counts every few seconds (collect_statistics_interval); run status again.\n",
-			plural(n.unsampled, "queue"), notSampledYet)
-	}
-	if out.Unseen != "" {
-		fmt.Fprintf(a.stdout, "\n%s.\n", out.Unseen)
-	}
-}
-
-// waiting reports whether a delay level holds messages, as far as the
-// source says.
-func waiting(q queueStat) bool {
-	for _, n := range []*int{q.Messages, q.Ready, q.Unacked, q.DeadLettering} {
-		if n != nil && *n > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func plus(a, b *int) *int {
-	if b == nil {
-		return a
-	}
-	n := *b
-	if a != nil {
-		n += *a
-	}
-	return &n
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
-}
-
-func count(n *int) string {
-	if n == nil {
-		return "-"
-	}
-	return strconv.Itoa(*n)
-}
-
-func rate(r *float64) string {
-	if r == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(*r, 'f', 1, 64)
 }
