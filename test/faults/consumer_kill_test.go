@@ -146,21 +146,29 @@ func tail(s string, n int) string {
 func readLedger(t *testing.T, path string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	f, err := os.Open(path)
+	eachRecord(t, path, "accept ", func(id string) { out[id]++ })
+	return out
+}
+
+// eachRecord calls f with the rest of every line of the children's
+// record at path that starts with prefix; a record not written yet holds
+// none.
+func eachRecord(t *testing.T, path, prefix string, f func(rest string)) {
+	t.Helper()
+	file, err := os.Open(path)
 	if os.IsNotExist(err) {
-		return out
+		return
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	defer file.Close()
+	sc := bufio.NewScanner(file)
 	for sc.Scan() {
-		if id, ok := strings.CutPrefix(sc.Text(), "accept "); ok {
-			out[id]++
+		if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			f(rest)
 		}
 	}
-	return out
 }
 
 // TestHelperConsumer is not a test: it is the consumer process of

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -305,29 +304,16 @@ func TestHelperPoisonBudget(t *testing.T) {
 func readSeen(t *testing.T, path string) map[string][]int {
 	t.Helper()
 	out := map[string][]int{}
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return out
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "seen ")
-		if !ok {
-			continue
-		}
+	eachRecord(t, path, "seen ", func(rest string) {
 		i := strings.LastIndexByte(rest, ' ')
 		if i < 0 {
-			continue
+			return
 		}
 		n, err := strconv.Atoi(rest[i+1:])
 		if err != nil {
-			t.Fatalf("ledger line %q", sc.Text())
+			t.Fatalf("ledger line %q", "seen "+rest)
 		}
 		out[rest[:i]] = append(out[rest[:i]], n)
-	}
+	})
 	return out
 }
