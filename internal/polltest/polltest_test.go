@@ -1,0 +1,93 @@
+package polltest_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/internal/polltest"
+)
+
+// recorder is a testing.TB that keeps what Errorf or Fatalf said, Fatalf
+// ending its goroutine as testing.T's does.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// run calls f with a recorder on a goroutine of its own and returns what
+// it failed with ("" when it did not).
+func run(f func(tb testing.TB)) string {
+	r := &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	return r.failed
+}
+
+func TestWithinReturnsOnceTheConditionHolds(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	go func() {
+		for range 3 {
+			time.Sleep(time.Millisecond)
+			n.Add(1)
+		}
+	}()
+	if failed := run(func(tb testing.TB) {
+		polltest.Within(tb, polltest.Generous, "three steps", func() bool { return n.Load() == 3 })
+	}); failed != "" {
+		t.Fatalf("Within failed although the condition came to hold: %s", failed)
+	}
+}
+
+func TestWithinFailsSayingWhatWasAwaited(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	failed := run(func(tb testing.TB) {
+		polltest.Within(tb, 20*time.Millisecond, "the copy on the rung", func() bool { calls++; return false })
+		tb.Errorf("Within returned")
+	})
+	if failed == "Within returned" {
+		t.Fatal("Within returned although the condition never held")
+	}
+	if !strings.Contains(failed, "waiting until the copy on the rung") || !strings.Contains(failed, "timed out after") {
+		t.Errorf("Within failed with %q, want it to say what it awaited", failed)
+	}
+	if calls < 2 {
+		t.Errorf("the condition was checked %d times, want it polled", calls)
+	}
+}
+
+func TestEventuallyChecksAtOnce(t *testing.T) {
+	t.Parallel()
+	if failed := run(func(tb testing.TB) { polltest.Eventually(tb, "true", func() bool { return true }) }); failed != "" {
+		t.Fatal(failed)
+	}
+}
+
+func TestUntil(t *testing.T) {
+	t.Parallel()
+	if polltest.Until(10*time.Millisecond, func() bool { return false }) {
+		t.Error("Until = true for a condition that never holds")
+	}
+	var n atomic.Int32
+	if !polltest.Until(polltest.Generous, func() bool { return n.Add(1) == 5 }) {
+		t.Error("Until = false for a condition that holds on the fifth check")
+	}
+}
