@@ -107,7 +107,7 @@ func TestSnoozeSixHoursInMilliseconds(t *testing.T) {
 func TestSnoozeLimit(t *testing.T) {
 	t.Parallel()
 	h := &answers{acks: []ack.Ack{ack.Snooze(time.Second)}}
-	f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second).SnoozeAtMost(2)}, map[string]acemq.Handler{"orders": h})
+	f := start(t, &acemq.Server{Retry: retry.Fixed(3, time.Second).WithMaxSnoozes(2)}, map[string]acemq.Handler{"orders": h})
 	f.publish("orders", "m", nil)
 	for i := range 2 {
 		f.advance(1, time.Second) // a short snooze waits in the process
@@ -130,7 +130,7 @@ func TestSnoozeLimit(t *testing.T) {
 func TestRetriesOnTheDelayQueues(t *testing.T) {
 	t.Parallel()
 	h := &answers{acks: []ack.Ack{ack.Retry(errors.New("down")), ack.Accept()}}
-	pol := retry.Fixed(3, time.Hour).OnDelayQueues() // ±20% jitter by default
+	pol := retry.Fixed(3, time.Hour).WithDelayQueues(true) // ±20% jitter by default
 	f := start(t, &acemq.Server{Retry: pol}, map[string]acemq.Handler{"orders": h})
 	if _, ok := f.broker.Queue(retry.RungName("orders", time.Hour)); ok {
 		t.Error("a policy on the delay queues declared a rung")
@@ -174,7 +174,7 @@ func TestNoDeclareChecksTheDelayQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &acemq.Server{Transport: conn, Handler: acceptMux("orders"), NoDeclare: true,
-		Retry: retry.Exponential(5, time.Minute, time.Hour).OnDelayQueues()}
+		Retry: retry.Exponential(5, time.Minute, time.Hour).WithDelayQueues(true)}
 	err := srv.Run(context.Background())
 	if !errors.Is(err, acemq.ErrMissingTopology) || !strings.Contains(err.Error(), "acemq topology --delays") || !strings.Contains(err.Error(), delay.Prefix) {
 		t.Errorf("Run = %v, want ErrMissingTopology naming the delay queues and the command", err)

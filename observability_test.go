@@ -417,7 +417,7 @@ func TestTraceContinuesOnRabbitMQ(t *testing.T) {
 	r := newRabbit(t)
 	q := r.queue()
 	rec, tp := tracing(t)
-	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(2, 200*time.Millisecond).WaitInBrokerFrom(100 * time.Millisecond), TracerProvider: tp},
+	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(2, 200*time.Millisecond).WithBrokerWaitThreshold(100 * time.Millisecond), TracerProvider: tp},
 		answerSeq(ack.Retry(errBoom)))
 	if _, err := (&acemq.Publisher{Transport: r.tr, Mandatory: true, TracerProvider: tp}).Publish(context.Background(),
 		acemq.Outgoing{RoutingKey: q, Body: []byte("{}")}); err != nil {

@@ -24,7 +24,7 @@ func TestRabbitRetryAfterAndSnooze(t *testing.T) {
 	q := r.queue()
 	t.Cleanup(func() { _, _ = r.admin.QueueDelete(q, false, false, false) })
 	h := &answers{acks: []ack.Ack{ack.RetryAfter(1200*time.Millisecond, errors.New("429")), ack.Snooze(800 * time.Millisecond), ack.Accept()}}
-	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(3, 10*time.Millisecond).WaitInBrokerFrom(500 * time.Millisecond)}, h)
+	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(3, 10*time.Millisecond).WithBrokerWaitThreshold(500 * time.Millisecond)}, h)
 
 	// A redeclaration with other arguments is refused (406), so this
 	// passing says the server declared quorum queues dead-lettering at

@@ -152,7 +152,7 @@ func TestRabbitLadderToDeadLetters(t *testing.T) {
 	r := newRabbit(t)
 	q := r.queue()
 	h := always(ack.Retry(errBoom))
-	policy := retry.Exponential(5, 50*time.Millisecond, 0).WithJitter(0).WaitInBrokerFrom(200 * time.Millisecond)
+	policy := retry.Exponential(5, 50*time.Millisecond, 0).WithJitter(0).WithBrokerWaitThreshold(200 * time.Millisecond)
 	r.serve(r.tr, q, &acemq.Server{Retry: policy}, h)
 	// The rungs are declared with exactly the contract's arguments: a
 	// passive check by name, and a redeclare with those arguments is a no-op.
@@ -213,7 +213,7 @@ func TestRabbitMissingRung(t *testing.T) {
 		}
 		return ack.Accept()
 	}}
-	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(2, 300*time.Millisecond).WaitInBrokerFrom(100 * time.Millisecond)}, h)
+	r.serve(r.tr, q, &acemq.Server{Retry: retry.Fixed(2, 300*time.Millisecond).WithBrokerWaitThreshold(100 * time.Millisecond)}, h)
 	rung := q + ".retry.300ms"
 	if _, err := r.admin.QueueDelete(rung, false, false, false); err != nil {
 		t.Fatal(err)

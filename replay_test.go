@@ -294,7 +294,7 @@ func (e *replayEnv) declare(queues ...string) {
 // queue to see where CC would have sent a copy.
 func (e *replayEnv) declareQueue() {
 	e.t.Helper()
-	p := retry.Fixed(2, e.rung).WaitInBrokerFrom(e.rung)
+	p := retry.Fixed(2, e.rung).WithBrokerWaitThreshold(e.rung)
 	if err := e.tr.Declare(context.Background(), acemq.Topology(e.q, p, nil)); err != nil {
 		e.t.Fatal(err)
 	}

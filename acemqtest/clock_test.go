@@ -45,7 +45,7 @@ func TestRunUntilIdle(t *testing.T) {
 		{name: "waits on rungs", policy: retry.Exponential(4, 40*time.Second, time.Hour),
 			answer: always, calls: 4, min: 280 * time.Second, max: 280 * time.Second,
 			dlq: "exhausted 4 attempts: " + errDown.Error()},
-		{name: "waits on the delay queues, jittered", policy: retry.Exponential(3, time.Hour, 0).OnDelayQueues(),
+		{name: "waits on the delay queues, jittered", policy: retry.Exponential(3, time.Hour, 0).WithDelayQueues(true),
 			answer: always, calls: 3, min: 144 * time.Minute, max: 216 * time.Minute,
 			dlq: "exhausted 3 attempts: " + errDown.Error()},
 		{name: "accepted on the third attempt", policy: retry.Exponential(5, 20*time.Second, time.Hour),

@@ -87,7 +87,7 @@ func RetryAfter(d time.Duration, err error) Ack {
 // Snooze puts the message off for d without spending an attempt, like
 // river's JobSnooze: for a message that is not failing but not yet ready
 // (an order waiting on a payment). The policy's maximum age bounds it, and
-// so does its limit on snoozes (retry.Policy.SnoozeAtMost), so that a
+// so does its limit on snoozes (retry.Policy.WithMaxSnoozes), so that a
 // handler that always snoozes cannot keep a message forever: past either,
 // the message is dead-lettered with a reason that says which. Waits are
 // spent where [RetryAfter]'s are. A negative d is zero.

@@ -43,7 +43,7 @@ func withFail(headers func(int) amqp.Table) func(int) amqp.Table {
 }
 
 func retryPolicy(c config) retry.Policy {
-	return retry.Fixed(2, c.retryDelay).WaitInBrokerFrom(c.retryDelay / 2)
+	return retry.Fixed(2, c.retryDelay).WithBrokerWaitThreshold(c.retryDelay / 2)
 }
 
 func retryAcemq(ctx context.Context, e *env, m *meter) error {

@@ -3,10 +3,14 @@
 //
 // # The ladder
 //
-// A [Policy] is an immutable value. [Exponential] and [Fixed] build one; the
-// adjusting methods ([Policy.GiveUpAfter], [Policy.WithJitter],
-// [Policy.WaitInBrokerFrom]) return copies. Max attempts count the first
-// delivery, so Exponential(5, ...) is one attempt and four retries.
+// A [Policy] is an immutable value. [Exponential] and [Fixed] build one; its
+// settings come in pairs, an adjuster that returns a copy and a reader of
+// the same name: [Policy.WithMaxAge] and [Policy.MaxAge],
+// [Policy.WithJitter] and [Policy.Jitter], [Policy.WithBrokerWaitThreshold]
+// and [Policy.BrokerWaitThreshold], [Policy.WithDelayQueues] and
+// [Policy.DelayQueues], [Policy.WithMaxSnoozes] and [Policy.MaxSnoozes].
+// Max attempts count the first delivery, so Exponential(5, ...) is one
+// attempt and four retries.
 //
 // [Policy.Schedule] reports the delays without jitter, which is what to read
 // when deciding whether a policy is the one you meant: five numbers are easier

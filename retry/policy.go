@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// DefaultBrokerWaitThreshold is the wait from which a retry waits on a rung
-// queue in the broker rather than in the consumer.
+// DefaultBrokerWaitThreshold is the wait from which a retry waits in the
+// broker (on a rung or the delay queues) rather than in the consumer,
+// unless [Policy.WithBrokerWaitThreshold] says otherwise.
 const DefaultBrokerWaitThreshold = 30 * time.Second
 
 // DefaultMaxSnoozes is how many times a message may be snoozed
 // (ack.Snooze) before it is dead-lettered, unless the policy says
-// otherwise ([Policy.SnoozeAtMost]).
+// otherwise ([Policy.WithMaxSnoozes]).
 const DefaultMaxSnoozes = 50
 
 // DefaultJitter is the two-sided jitter [Exponential] carries: a delay moves
@@ -65,9 +66,10 @@ func Fixed(maxAttempts int, delay time.Duration) Policy {
 	}
 }
 
-// GiveUpAfter returns a copy that dead-letters a message older than age
-// before any further retry, however many attempts are left. Zero means never.
-func (p Policy) GiveUpAfter(age time.Duration) Policy {
+// WithMaxAge returns a copy that dead-letters a message older than age
+// before any further retry or snooze, however many attempts are left. Zero
+// means never. [Policy.MaxAge] reads it back.
+func (p Policy) WithMaxAge(age time.Duration) Policy {
 	p.maxAge = max0(age)
 	return p
 }
@@ -79,32 +81,43 @@ func (p Policy) WithJitter(fraction float64) Policy {
 	return p
 }
 
-// WaitInBrokerFrom returns a copy whose waits of d or longer happen on rung
-// queues. Zero means never: every wait is held in the consumer, nothing
-// declares or publishes to a rung. Pair that with declare off for a service
-// that may not declare queues.
-func (p Policy) WaitInBrokerFrom(d time.Duration) Policy {
+// WithBrokerWaitThreshold returns a copy whose waits of d or longer are
+// spent in the broker (on rung queues, or on the delay queues with
+// [Policy.WithDelayQueues]); [DefaultBrokerWaitThreshold] unless given.
+// Zero means never: every wait is held in the consumer, nothing declares
+// or publishes to a rung. Pair that with declare off for a service that
+// may not declare queues. [Policy.BrokerWaitThreshold] reads it back.
+func (p Policy) WithBrokerWaitThreshold(d time.Duration) Policy {
 	p.threshold = max0(d)
 	return p
 }
 
-// OnDelayQueues returns a copy whose broker waits (those at or over the
-// threshold) are spent on the delay queues of package delay instead of on
-// the family's per-delay rung queues. The delay queues are quorum queues
-// with at-least-once dead-lettering, so a wait survives the loss of a
-// node, which a classic rung's does not; they carry any wait, so jitter
-// applies above the threshold too; and they are shared by every queue of
-// the vhost, so a policy change declares nothing new. Rungs stay the
-// default because every family member declares and reads them.
-func (p Policy) OnDelayQueues() Policy {
-	p.delays = true
+// WithDelayQueues returns a copy whose broker waits (those at or over the
+// threshold) are spent on the delay queues of package delay (on true)
+// instead of on the family's per-delay rung queues (on false, the
+// default). The delay queues are quorum queues with at-least-once
+// dead-lettering, so a wait survives the loss of a node, which a classic
+// rung's does not; they carry any wait, so jitter applies above the
+// threshold too; and they are shared by every queue of the vhost, so a
+// policy change declares nothing new. Rungs stay the default because
+// every family member declares and reads them. [Policy.DelayQueues] reads
+// it back.
+func (p Policy) WithDelayQueues(on bool) Policy {
+	p.delays = on
 	return p
 }
 
-// SnoozeAtMost returns a copy that dead-letters a message snoozed n times
-// already when it asks to be snoozed again. n of zero or less allows no
-// snooze at all.
-func (p Policy) SnoozeAtMost(n int) Policy {
+// DelayQueues reports whether the policy's broker waits are spent on the
+// delay queues rather than on rungs, as [Policy.WithDelayQueues] set it.
+// [Policy.UsesDelayQueues] says whether any wait of the schedule is in
+// fact spent there (none is when the threshold is zero, say).
+func (p Policy) DelayQueues() bool { return p.delays }
+
+// WithMaxSnoozes returns a copy that dead-letters a message snoozed n times
+// already when it asks to be snoozed again; [DefaultMaxSnoozes] unless
+// given. n of zero or less allows no snooze at all. [Policy.MaxSnoozes]
+// reads it back.
+func (p Policy) WithMaxSnoozes(n int) Policy {
 	p.maxSnoozes = n
 	if n <= 0 {
 		p.maxSnoozes = -1
@@ -113,7 +126,7 @@ func (p Policy) SnoozeAtMost(n int) Policy {
 }
 
 // MaxSnoozes returns how many snoozes a message may have:
-// [DefaultMaxSnoozes] unless [Policy.SnoozeAtMost] said otherwise.
+// [DefaultMaxSnoozes] unless [Policy.WithMaxSnoozes] said otherwise.
 func (p Policy) MaxSnoozes() int {
 	switch {
 	case p.maxSnoozes == 0:
@@ -133,9 +146,10 @@ func (p Policy) MaxAttempts() int { return max1(p.maxAttempts) }
 // MaxAge returns the age from which a message is given up on; zero is never.
 func (p Policy) MaxAge() time.Duration { return p.maxAge }
 
-// Threshold returns the broker-wait threshold; zero means every wait is in
-// the consumer.
-func (p Policy) Threshold() time.Duration { return p.threshold }
+// BrokerWaitThreshold returns the wait from which the policy's waits, and
+// those a handler chooses, are spent in the broker; zero means every wait
+// is in the consumer.
+func (p Policy) BrokerWaitThreshold() time.Duration { return p.threshold }
 
 // Jitter returns the two-sided jitter fraction of in-process waits.
 func (p Policy) Jitter() float64 { return p.jitter }

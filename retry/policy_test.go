@@ -23,10 +23,10 @@ func TestSchedule(t *testing.T) {
 		{"fixed needs one rung for three waits", retry.Fixed(4, m), []time.Duration{m, m, m}, []time.Duration{m}},
 		{".NET ladder 1s 2s 4s 8s", retry.Exponential(5, s, 5*m), []time.Duration{s, 2 * s, 4 * s, 8 * s}, nil},
 		{"none has no waits", retry.None(), nil, nil},
-		{"threshold moved down", retry.Exponential(4, s, 0).WaitInBrokerFrom(2 * s), []time.Duration{s, 2 * s, 4 * s}, []time.Duration{2 * s, 4 * s}},
-		{"threshold zero: never the broker", retry.Fixed(3, 5*m).WaitInBrokerFrom(0), []time.Duration{5 * m, 5 * m}, nil},
+		{"threshold moved down", retry.Exponential(4, s, 0).WithBrokerWaitThreshold(2 * s), []time.Duration{s, 2 * s, 4 * s}, []time.Duration{2 * s, 4 * s}},
+		{"threshold zero: never the broker", retry.Fixed(3, 5*m).WithBrokerWaitThreshold(0), []time.Duration{5 * m, 5 * m}, nil},
 		{"clamped attempts", retry.Exponential(-3, s, 0), nil, nil},
-		{"on the delay queues: no rung", retry.Exponential(6, 10*s, 0).OnDelayQueues(), []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s}, nil},
+		{"on the delay queues: no rung", retry.Exponential(6, 10*s, 0).WithDelayQueues(true), []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,9 +71,9 @@ func TestNextWait(t *testing.T) {
 	}
 }
 
-func TestGiveUpAfterAge(t *testing.T) {
+func TestMaxAge(t *testing.T) {
 	t.Parallel()
-	p := retry.Exponential(5, s, 0).GiveUpAfter(6 * time.Hour)
+	p := retry.Exponential(5, s, 0).WithMaxAge(6 * time.Hour)
 	if _, ok := p.NextWait(1, 6*time.Hour); ok {
 		t.Error("a message exactly at the maximum age got another attempt")
 	}
@@ -118,7 +118,7 @@ func TestWhere(t *testing.T) {
 	if rungs.UsesDelayQueues() {
 		t.Error("a rung policy says it uses the delay queues")
 	}
-	delays := rungs.OnDelayQueues().WithJitter(0.5)
+	delays := rungs.WithDelayQueues(true).WithJitter(0.5)
 	if got := delays.Schedule()[2]; got != (retry.Step{Delay: 40 * s, Where: retry.OnDelayQueues}) {
 		t.Errorf("delays: Schedule()[2] = %v", got)
 	}
@@ -144,7 +144,7 @@ func TestWhere(t *testing.T) {
 		{rungs, 29 * s, retry.InProcess},
 		{rungs, 30 * s, retry.OnDelayQueues}, // a chosen wait never goes on a rung
 		{delays, 6 * time.Hour, retry.OnDelayQueues},
-		{rungs.WaitInBrokerFrom(0), 6 * time.Hour, retry.InProcess},
+		{rungs.WithBrokerWaitThreshold(0), 6 * time.Hour, retry.InProcess},
 	} {
 		if got := tt.p.WaitFor(tt.d); got.Where != tt.want || got.Delay != tt.d {
 			t.Errorf("WaitFor(%v) = %v, want %v", tt.d, got, tt.want)
@@ -163,9 +163,9 @@ func TestSnoozeLimit(t *testing.T) {
 	}{
 		{retry.Policy{}, retry.DefaultMaxSnoozes},
 		{retry.Exponential(3, s, 0), retry.DefaultMaxSnoozes},
-		{retry.Exponential(3, s, 0).SnoozeAtMost(3), 3},
-		{retry.Exponential(3, s, 0).SnoozeAtMost(0), 0},
-		{retry.Exponential(3, s, 0).SnoozeAtMost(-2), 0},
+		{retry.Exponential(3, s, 0).WithMaxSnoozes(3), 3},
+		{retry.Exponential(3, s, 0).WithMaxSnoozes(0), 0},
+		{retry.Exponential(3, s, 0).WithMaxSnoozes(-2), 0},
 	} {
 		if got := tt.p.MaxSnoozes(); got != tt.want {
 			t.Errorf("%+v: MaxSnoozes() = %d, want %d", tt.p, got, tt.want)
@@ -176,8 +176,8 @@ func TestSnoozeLimit(t *testing.T) {
 func TestPolicyIsAValue(t *testing.T) {
 	t.Parallel()
 	base := retry.Exponential(5, s, m)
-	_ = base.GiveUpAfter(time.Hour).WithJitter(0.5).WaitInBrokerFrom(0)
-	if base.MaxAge() != 0 || base.Jitter() != retry.DefaultJitter || base.Threshold() != retry.DefaultBrokerWaitThreshold {
+	_ = base.WithMaxAge(time.Hour).WithJitter(0.5).WithBrokerWaitThreshold(0)
+	if base.MaxAge() != 0 || base.Jitter() != retry.DefaultJitter || base.BrokerWaitThreshold() != retry.DefaultBrokerWaitThreshold {
 		t.Errorf("adjusting a copy changed the original: %+v", base)
 	}
 	if !(retry.Policy{}).IsZero() || retry.None().IsZero() {
@@ -193,7 +193,7 @@ func TestPolicyIsAValue(t *testing.T) {
 // into a negative (instant) wait.
 func TestHugeDelaysNeverGoNegative(t *testing.T) {
 	t.Parallel()
-	p := retry.Exponential(64, time.Second, 0).WaitInBrokerFrom(0)
+	p := retry.Exponential(64, time.Second, 0).WithBrokerWaitThreshold(0)
 	for attempt := 30; attempt < 64; attempt++ {
 		for range 50 {
 			if w, ok := p.NextWait(attempt, 0); !ok || w.Delay <= 0 {

@@ -56,9 +56,9 @@ func (p *policyFlags) policy() (retry.Policy, error) {
 	if p.fixed {
 		pol = retry.Fixed(p.attempts, p.initial)
 	}
-	pol = pol.WaitInBrokerFrom(p.threshold).GiveUpAfter(p.giveUp)
+	pol = pol.WithBrokerWaitThreshold(p.threshold).WithMaxAge(p.giveUp)
 	if p.delays {
-		pol = pol.OnDelayQueues()
+		pol = pol.WithDelayQueues(true)
 	}
 	return pol, nil
 }
@@ -77,10 +77,10 @@ func (p *policyFlags) describe(pol retry.Policy) string {
 			}
 		}
 		switch {
-		case pol.Threshold() > 0 && p.delays:
-			fmt.Fprintf(&b, "; waits of %s or more on the delay queues", retry.FormatDelay(pol.Threshold()))
-		case pol.Threshold() > 0:
-			fmt.Fprintf(&b, "; waits of %s or more on rungs in the broker", retry.FormatDelay(pol.Threshold()))
+		case pol.BrokerWaitThreshold() > 0 && p.delays:
+			fmt.Fprintf(&b, "; waits of %s or more on the delay queues", retry.FormatDelay(pol.BrokerWaitThreshold()))
+		case pol.BrokerWaitThreshold() > 0:
+			fmt.Fprintf(&b, "; waits of %s or more on rungs in the broker", retry.FormatDelay(pol.BrokerWaitThreshold()))
 		default:
 			b.WriteString("; every wait in the process")
 		}

@@ -65,7 +65,7 @@ Examples:
 	if err != nil {
 		return a.usageError(fs, "%v", err)
 	}
-	out := scheduleOut{Queue: *queue, MaxAttempts: pol.MaxAttempts(), Threshold: retry.FormatDelay(pol.Threshold()), DelayQueues: pol.UsesDelayQueues(), Waits: []scheduleWait{}, Rungs: []scheduleRung{}}
+	out := scheduleOut{Queue: *queue, MaxAttempts: pol.MaxAttempts(), Threshold: retry.FormatDelay(pol.BrokerWaitThreshold()), DelayQueues: pol.UsesDelayQueues(), Waits: []scheduleWait{}, Rungs: []scheduleRung{}}
 	if pol.MaxAge() > 0 {
 		out.GiveUpAfter = retry.FormatDelay(pol.MaxAge())
 	}

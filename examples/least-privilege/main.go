@@ -31,9 +31,9 @@ import (
 
 const queue = "acemq.example.payments"
 
-// policy holds every wait in the process (WaitInBrokerFrom(0)): a user who
+// policy holds every wait in the process (WithBrokerWaitThreshold(0)): a user who
 // may not declare has no rungs to wait on.
-var policy = retry.Fixed(3, 50*time.Millisecond).WaitInBrokerFrom(0)
+var policy = retry.Fixed(3, 50*time.Millisecond).WithBrokerWaitThreshold(0)
 
 func main() {
 	admin := flag.String("admin", "", "URL of a user with configure permission (empty: memory transport)")

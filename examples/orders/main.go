@@ -42,7 +42,7 @@ type Order struct {
 
 // policy is a short ladder so the example runs in seconds: 100ms and 200ms
 // waits in the process, 400ms and 800ms on rung queues in the broker.
-var policy = retry.Exponential(5, 100*time.Millisecond, 0).WaitInBrokerFrom(400 * time.Millisecond)
+var policy = retry.Exponential(5, 100*time.Millisecond, 0).WithBrokerWaitThreshold(400 * time.Millisecond)
 
 func main() {
 	url := flag.String("amqp", "", "RabbitMQ URL; empty runs on the in-process memory transport")
@@ -174,7 +174,7 @@ func describe(a ack.Ack, attempt int) string {
 }
 
 func where(d time.Duration) string {
-	if d >= policy.Threshold() && policy.Threshold() > 0 {
+	if d >= policy.BrokerWaitThreshold() && policy.BrokerWaitThreshold() > 0 {
 		return fmt.Sprintf("%s on rung %s", retry.FormatDelay(d), retry.RungName(queue, d))
 	}
 	return fmt.Sprintf("~%s in the process", retry.FormatDelay(d))

@@ -65,7 +65,7 @@ var Subscribers = map[string]string{
 
 // Policy retries a charge six times in all: 1 s, 2 s, 4 s and 8 s in the
 // process, 16 s and 32 s on rungs.
-var Policy = retry.Exponential(6, time.Second, time.Minute).WaitInBrokerFrom(15 * time.Second)
+var Policy = retry.Exponential(6, time.Second, time.Minute).WithBrokerWaitThreshold(15 * time.Second)
 
 // Charge is the command.
 type Charge struct {

@@ -47,7 +47,7 @@ func TestFaultClusterDelaysLeaderKilled(t *testing.T) {
 	t.Parallel()
 	sc := clusterWaits{
 		name:         "cluster-delays-leader-killed",
-		pol:          clusterWaitsPolicy().OnDelayQueues(),
+		pol:          clusterWaitsPolicy().WithDelayQueues(true),
 		scheduled:    true,
 		dlxTimeout:   5 * time.Second,
 		settleWithin: 60 * time.Second,
@@ -90,7 +90,7 @@ func TestFaultClusterDelaysLeaderKilled(t *testing.T) {
 func BenchmarkFaultClusterLeaderKilled(b *testing.B) {
 	for _, sc := range []clusterWaits{
 		{name: "cluster-rungs-leader-killed", pol: clusterWaitsPolicy(), settleWithin: 30 * time.Second},
-		{name: "cluster-delays-default-leader-killed", pol: clusterWaitsPolicy().OnDelayQueues(), scheduled: true, settleWithin: 15 * time.Minute},
+		{name: "cluster-delays-default-leader-killed", pol: clusterWaitsPolicy().WithDelayQueues(true), scheduled: true, settleWithin: 15 * time.Minute},
 	} {
 		sub := "rungs"
 		if sc.scheduled {
@@ -110,7 +110,7 @@ func BenchmarkFaultClusterLeaderKilled(b *testing.B) {
 // clusterWaitsPolicy: three attempts, the waits (1 s, 2 s) both over the
 // threshold, so that every retry waits in the broker.
 func clusterWaitsPolicy() retry.Policy {
-	return retry.Exponential(3, time.Second, 0).WithJitter(0).WaitInBrokerFrom(500 * time.Millisecond)
+	return retry.Exponential(3, time.Second, 0).WithJitter(0).WithBrokerWaitThreshold(500 * time.Millisecond)
 }
 
 // clusterWaits is the scenario of a quorum leader killed while messages

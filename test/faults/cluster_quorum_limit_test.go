@@ -71,7 +71,7 @@ func (j quorumJob) accounting() job {
 // the only thing that spends a copy's delivery budget is a consumer that
 // went away while holding it.
 func quorumLimitPolicy() retry.Policy {
-	return retry.Exponential(3, 20*time.Millisecond, 0).WithJitter(0).WaitInBrokerFrom(0)
+	return retry.Exponential(3, 20*time.Millisecond, 0).WithJitter(0).WithBrokerWaitThreshold(0)
 }
 
 // quorumLimitConfig is the work queue as every consumer declares it: a

@@ -47,7 +47,7 @@ func TestFaultClusterLeaderKilled(t *testing.T) {
 	log := testLogger(t)
 	q := "faults." + name
 	quorum := map[string]any{"x-queue-type": "quorum"}
-	pol := retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WaitInBrokerFrom(0)
+	pol := retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WithBrokerWaitThreshold(0)
 	// The quorum queue is declared through node 1, which makes it its
 	// leader; the rest of the topology through node 0, where the classic
 	// queues (.dlq, .parked) then live.

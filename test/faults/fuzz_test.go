@@ -166,7 +166,7 @@ func FuzzRungName(f *testing.F) {
 			t.Errorf("RungArgs = %v", args)
 		}
 
-		p := retry.Exponential(int(attempts%20), time.Duration(initial), time.Duration(maxDelay)).WaitInBrokerFrom(time.Second)
+		p := retry.Exponential(int(attempts%20), time.Duration(initial), time.Duration(maxDelay)).WithBrokerWaitThreshold(time.Second)
 		rungs := p.BrokerRungs()
 		if !slices.IsSorted(rungs) || len(slices.Compact(slices.Clone(rungs))) != len(rungs) {
 			t.Errorf("BrokerRungs %v: not sorted and distinct", rungs)

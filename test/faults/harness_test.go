@@ -82,7 +82,7 @@ func jobs(prefix string, n int) []job {
 // wait in the process and the next two on rungs (200ms, 400ms), so that a
 // fault finds messages in every place a retry can be.
 func testPolicy() retry.Policy {
-	return retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WaitInBrokerFrom(200 * time.Millisecond)
+	return retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WithBrokerWaitThreshold(200 * time.Millisecond)
 }
 
 var errScripted = errors.New("the script says fail")

@@ -11,7 +11,7 @@ import (
 // grows past time.Duration's range, jittered by up to 1.2, must not
 // overflow into a negative wait (a retry at once, every attempt: a hot loop).
 func TestFaultJitterOverflow(t *testing.T) {
-	p := retry.Exponential(64, time.Second, 0).WaitInBrokerFrom(0)
+	p := retry.Exponential(64, time.Second, 0).WithBrokerWaitThreshold(0)
 	for attempt := 30; attempt < 64; attempt++ {
 		for range 50 {
 			if w, ok := p.NextWait(attempt, 0); ok && w.Delay < 0 {

@@ -47,7 +47,7 @@ func TestFaultWorkQueueDeleted(t *testing.T) {
 	url, vh := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
 	log, logs := observedLogger(t)
 	q := "faults." + name
-	pol := retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WaitInBrokerFrom(0)
+	pol := retry.Exponential(4, 100*time.Millisecond, 0).WithJitter(0).WithBrokerWaitThreshold(0)
 	const prefetch = 32
 	l := newLedger()
 	tr := dial(t, url, log)

@@ -203,7 +203,7 @@ func TestFaultLeastPrivilege(t *testing.T) {
 	adminURL, vh := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
 	log := testLogger(t)
 	q := "faults." + name
-	pol := retry.Fixed(3, 50*time.Millisecond).WaitInBrokerFrom(0)
+	pol := retry.Fixed(3, 50*time.Millisecond).WithBrokerWaitThreshold(0)
 	admin := dial(t, adminURL, log)
 	if err := admin.Declare(context.Background(), acemq.Topology(q, pol, nil)); err != nil {
 		t.Fatal(err)

@@ -124,7 +124,7 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 	// Declare off: the dead letters wait, held, for the operator.
 	qo := q + ".no-declare"
 	dlq := acemq.DeadLetterQueue(qo)
-	polo := pol.WaitInBrokerFrom(0)
+	polo := pol.WithBrokerWaitThreshold(0)
 	if err := pubTr.Declare(context.Background(), acemq.Topology(qo, polo, nil)); err != nil {
 		t.Fatal(err)
 	}
