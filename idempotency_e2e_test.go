@@ -313,7 +313,7 @@ func idemMiddleware(t *testing.T, store idempotency.Store) (mw acemq.Middleware,
 		}
 		return n
 	}
-	return middleware.Idempotent(store, middleware.WithIdempotencyMeterProvider(mp)),
+	return middleware.Idempotent(store, middleware.WithMeterProvider(mp)),
 		func() int64 { return count(middleware.MetricDuplicates) },
 		func() int64 { return count(middleware.MetricInProgress) }
 }

@@ -382,7 +382,7 @@ func TestIdempotentAfterDecoded(t *testing.T) {
 	mux.Handle("emails", acemq.Decoded(jsonCodec, func(_ context.Context, _ *acemq.Message, e struct{ To string }) ack.Ack {
 		sent++
 		return ack.Accept()
-	}, middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.NewNop()))))
+	}, middleware.Idempotent(store, middleware.WithLogger(zap.NewNop()))))
 	ctx := context.Background()
 	bad := acemq.NewMessage("emails", []byte(`not json`), map[string]any{acemq.HeaderID: "e-1"})
 	if a := mux.ServeMessage(ctx, bad); a.Outcome() != ack.OutcomePark || store.claims != 0 {

@@ -96,7 +96,7 @@ func TestLogLinesAboutAMessage(t *testing.T) {
 	var f *fixture
 	logged := func(h acemq.Handler) acemq.Handler { // the fixture's logger, known once it has started
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
-			return middleware.Logging(f.srv.Logger)(h).ServeMessage(ctx, m)
+			return middleware.Logging(middleware.WithLogger(f.srv.Logger))(h).ServeMessage(ctx, m)
 		})
 	}
 	f = start(t, &acemq.Server{Retry: retry.Exponential(5, 10*time.Second, time.Minute).WithJitter(0)},

@@ -1,9 +1,11 @@
 // Package middleware holds the middleware a service wraps its handlers in,
 // one file each. Middleware without settings is a bare value; middleware
-// with settings is a constructor. Chain them with acemq.Chain; the first
-// listed is the outermost:
+// with settings is a constructor, whose required argument comes first and
+// whose optional settings are With* options: the logger and meter provider
+// by the names the rest of acemq uses ([WithLogger], [WithMeterProvider]).
+// Chain them with acemq.Chain; the first listed is the outermost:
 //
-//	mux.Use(middleware.Decode(codec.JSON), middleware.MaxAge(time.Hour), middleware.Recover(log))
+//	mux.Use(middleware.Decode(codec.JSON), middleware.MaxAge(time.Hour), middleware.Recover(middleware.WithLogger(log)))
 //
 // # Order
 //

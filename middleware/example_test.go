@@ -33,7 +33,7 @@ func ExampleMaxAge() {
 }
 
 func ExampleRecover() {
-	h := middleware.Recover(nil)(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
+	h := middleware.Recover()(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
 		panic("boom")
 	}))
 	a := h.ServeMessage(context.Background(), acemq.NewMessage("orders", nil, nil))
@@ -52,7 +52,7 @@ func ExampleTimeout() {
 
 func ExampleLogging() {
 	// zap.NewExample writes JSON lines to stdout, without timestamps.
-	h := middleware.Logging(zap.NewExample())(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
+	h := middleware.Logging(middleware.WithLogger(zap.NewExample()))(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
 		return ack.DeadLetter(errors.New("no such customer"))
 	}))
 	h.ServeMessage(context.Background(), acemq.NewMessage("orders", nil, map[string]any{acemq.HeaderID: "order-7"}))

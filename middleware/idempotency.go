@@ -48,13 +48,13 @@ const leaseSlack = time.Second
 const settleTimeout = 10 * time.Second
 
 // IdempotentOption configures [Idempotent]. The interface is sealed: the
-// options are WithIdempotencyLogger, WithIdempotencyMeterProvider,
-// WithDuplicateHook and WithInProgressSnoozes.
+// options are the shared ones ([WithLogger], [WithMeterProvider]: every
+// [Option] is an IdempotentOption) and Idempotent's own,
+// [WithDuplicateHook] and [WithInProgressSnoozes].
 type IdempotentOption interface{ applyIdempotent(*idempotentConfig) }
 
 type idempotentConfig struct {
-	log         *zap.Logger
-	mp          metric.MeterProvider
+	settings
 	onDuplicate func(context.Context, *acemq.Message)
 	snoozes     int // 0: DefaultInProgressSnoozes; <0: none
 }
@@ -62,20 +62,6 @@ type idempotentConfig struct {
 type idempotentOptionFunc func(*idempotentConfig)
 
 func (f idempotentOptionFunc) applyIdempotent(c *idempotentConfig) { f(c) }
-
-// WithIdempotencyLogger sets where [Idempotent] writes its debug line per
-// duplicate and its errors for a failed Confirm or Release; by default the
-// errors go to slog.Default(), and zap.NewNop() logs nothing.
-func WithIdempotencyLogger(log *zap.Logger) IdempotentOption {
-	return idempotentOptionFunc(func(c *idempotentConfig) { c.log = log })
-}
-
-// WithIdempotencyMeterProvider sets where the [MetricDuplicates] counter
-// goes; by default the global meter provider (otel.GetMeterProvider), as
-// the server's metrics do.
-func WithIdempotencyMeterProvider(mp metric.MeterProvider) IdempotentOption {
-	return idempotentOptionFunc(func(c *idempotentConfig) { c.mp = mp })
-}
 
 // WithDuplicateHook has [Idempotent] call fn for each duplicate, before
 // accepting it, on the consumer's goroutine: keep it quick.
@@ -111,7 +97,8 @@ func WithInProgressSnoozes(n int) IdempotentOption {
 //   - Claimed: the handler runs, and its answer is returned.
 //   - Done: the message was handled. It is accepted without calling the
 //     handler, and not silently: it adds one to [MetricDuplicates], calls
-//     the hook of [WithDuplicateHook] and logs the id at debug level.
+//     the hook of [WithDuplicateHook] and logs the id at debug level (to
+//     [WithLogger]'s logger).
 //   - InProgress: another claim on the id is unsettled and its lease has
 //     not ended. The work is not done, and the consumer holding the claim
 //     may have died mid-handler, so accepting would lose the message. Nor
@@ -131,7 +118,7 @@ func WithInProgressSnoozes(n int) IdempotentOption {
 //     the id, and a warning. The ladder then bounds it, and one that ends
 //     dead-letters it with "exhausted N attempts: acemq: idempotency:
 //     message in progress elsewhere: ...": not lost, and replayable. The
-//     policy's own bounds on snoozes (retry.Policy.SnoozeAtMost) and on
+//     policy's own bounds on snoozes (retry.Policy.WithMaxSnoozes) and on
 //     age still apply to each snooze, and dead-letter the message with
 //     their reasons when passed.
 //
@@ -172,7 +159,9 @@ func Idempotent(store idempotency.Store, opts ...IdempotentOption) acemq.Middlew
 	}
 	var cfg idempotentConfig
 	for _, o := range opts {
-		o.applyIdempotent(&cfg)
+		if o != nil {
+			o.applyIdempotent(&cfg)
+		}
 	}
 	cfg.log = logging.Or(cfg.log)
 	if cfg.mp == nil {

@@ -51,8 +51,8 @@ func TestIdempotentInProgress(t *testing.T) {
 				core, logs := observer.New(zapcore.DebugLevel)
 				var hooked, calls atomic.Int32
 				h := middleware.Idempotent(store,
-					middleware.WithIdempotencyMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
-					middleware.WithIdempotencyLogger(zap.New(core)),
+					middleware.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+					middleware.WithLogger(zap.New(core)),
 					middleware.WithDuplicateHook(func(context.Context, *acemq.Message) { hooked.Add(1) }),
 				)(answering(&calls, ack.Accept()))
 				if r, err := store.Claim(ctx, tt.id); r != idempotency.Claimed || err != nil {
@@ -110,7 +110,7 @@ func TestIdempotentInProgressUntilTheLeaseEnds(t *testing.T) {
 			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 			store := storeOf(t, kind, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
 			var calls atomic.Int32
-			h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
+			h := middleware.Idempotent(store, middleware.WithLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
 			ctx := context.Background()
 			const id = "m-1"
 			_, _ = store.Claim(ctx, id) // and its consumer is killed
@@ -165,7 +165,7 @@ func TestIdempotentInProgressSnoozesAreBounded(t *testing.T) {
 			store := idempotency.NewMemory(time.Hour)
 			core, logs := observer.New(zapcore.InfoLevel)
 			var calls atomic.Int32
-			h := middleware.Idempotent(store, append(tt.opts, middleware.WithIdempotencyLogger(zap.New(core)))...)(answering(&calls, ack.Accept()))
+			h := middleware.Idempotent(store, append(tt.opts, middleware.WithLogger(zap.New(core)))...)(answering(&calls, ack.Accept()))
 			ctx := context.Background()
 			_, _ = store.Claim(ctx, "m-1")
 			headers := map[string]any{acemq.HeaderID: "m-1"}
@@ -207,7 +207,7 @@ func TestIdempotentInProgressRetryReasonIsShort(t *testing.T) {
 	store := idempotency.NewMemory(time.Hour)
 	_, _ = store.Claim(context.Background(), id)
 	var calls atomic.Int32
-	h := middleware.Idempotent(store, middleware.WithInProgressSnoozes(0), middleware.WithIdempotencyLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
+	h := middleware.Idempotent(store, middleware.WithInProgressSnoozes(0), middleware.WithLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
 	a := h.ServeMessage(context.Background(), withID(id))
 	msg := a.Err().Error()
 	if a.Outcome() != ack.OutcomeRetry || !strings.Contains(msg, `"`+id[:100]) || len(msg) > 500 {
@@ -234,7 +234,7 @@ func TestIdempotentInProgressLeaseUnknown(t *testing.T) {
 			_, _ = store.Claim(context.Background(), "m-1")
 			core, logs := observer.New(zapcore.InfoLevel)
 			var calls atomic.Int32
-			h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.New(core)))(answering(&calls, ack.Accept()))
+			h := middleware.Idempotent(store, middleware.WithLogger(zap.New(core)))(answering(&calls, ack.Accept()))
 			a := h.ServeMessage(context.Background(), withID("m-1"))
 			if wait, _ := a.After(); a.Outcome() != ack.OutcomeSnooze || wait != idempotency.DefaultLease+time.Second || calls.Load() != 0 {
 				t.Fatalf("%v for %v after %d calls, want a snooze of a default lease and a second", a, wait, calls.Load())
@@ -291,8 +291,8 @@ func TestIdempotentCountsDuplicates(t *testing.T) {
 	var hooked []string
 	var calls atomic.Int32
 	h := middleware.Idempotent(idempotency.NewMemory(time.Hour),
-		middleware.WithIdempotencyMeterProvider(mp),
-		middleware.WithIdempotencyLogger(zap.New(core)),
+		middleware.WithMeterProvider(mp),
+		middleware.WithLogger(zap.New(core)),
 		middleware.WithDuplicateHook(func(_ context.Context, m *acemq.Message) { hooked = append(hooked, m.ID()) }),
 	)(answering(&calls, ack.Accept()))
 	ctx := context.Background()
@@ -414,7 +414,7 @@ func TestIdempotentOddIDs(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store idempotency.Store) {
 		core, logs := observer.New(zapcore.DebugLevel)
 		var calls atomic.Int32
-		h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.New(core)))(answering(&calls, ack.Accept()))
+		h := middleware.Idempotent(store, middleware.WithLogger(zap.New(core)))(answering(&calls, ack.Accept()))
 		for _, id := range ids {
 			for delivery := range 2 {
 				if a := h.ServeMessage(context.Background(), withID(id)); a.Outcome() != ack.OutcomeAccept {

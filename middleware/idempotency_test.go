@@ -159,7 +159,7 @@ func TestIdempotentStoreFailures(t *testing.T) {
 			tt.fail(store)
 			core, logs := observer.New(zap.ErrorLevel)
 			var calls atomic.Int32
-			h := middleware.Idempotent(store, middleware.WithIdempotencyLogger(zap.New(core)))(answering(&calls, tt.answer))
+			h := middleware.Idempotent(store, middleware.WithLogger(zap.New(core)))(answering(&calls, tt.answer))
 			a := h.ServeMessage(context.Background(), withID("m-1"))
 			if a.Outcome() != tt.want || calls.Load() != tt.wantCalls {
 				t.Fatalf("%v after %d calls, want %v after %d", a, calls.Load(), tt.want, tt.wantCalls)

@@ -16,10 +16,15 @@ import (
 // and duration: at debug level for an accept, at info for a retry or a
 // requeue, at warn for a dead letter or a park, with the reason. The server
 // logs separately, at warn, each message it actually gave up on, and at
-// info each retry and snooze with its wait and where it waits. A nil log
-// writes the warnings to slog.Default(); zap.NewNop() logs nothing.
-func Logging(log *zap.Logger) acemq.Middleware {
-	log = logging.Or(log)
+// info each retry and snooze with its wait and where it waits. It writes
+// to [WithLogger]'s logger; without one, the warnings go to
+// slog.Default(), and WithLogger(zap.NewNop()) logs nothing.
+//
+// Logging took its logger as an argument until the logger was given one
+// way across acemq (docs/settings.md): Logging(nil) still compiles and
+// means the default; Logging(log) is now Logging(WithLogger(log)).
+func Logging(opts ...Option) acemq.Middleware {
+	log := logging.Or(settingsOf(opts).log)
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
 			began := time.Now()

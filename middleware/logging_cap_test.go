@@ -24,7 +24,7 @@ func TestLoggingCapsLongFields(t *testing.T) {
 	t.Parallel()
 	id := strings.Repeat("x", 100<<10)
 	core, logs := observer.New(zapcore.DebugLevel)
-	h := middleware.Logging(zap.New(core))(acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
+	h := middleware.Logging(middleware.WithLogger(zap.New(core)))(acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
 		return ack.DeadLetter(errors.New("no such order " + m.ID()))
 	}))
 	h.ServeMessage(context.Background(), withID(id))

@@ -81,7 +81,7 @@ func TestMaxAge(t *testing.T) {
 func TestRecoverTurnsAPanicIntoARetry(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zap.ErrorLevel)
-	h := middleware.Recover(zap.New(core))(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
+	h := middleware.Recover(middleware.WithLogger(zap.New(core)))(acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
 		panic("nil map somewhere")
 	}))
 	a := h.ServeMessage(context.Background(), acemq.NewMessage("q", nil, map[string]any{"x-acemq-id": "p-1"}))
@@ -93,7 +93,7 @@ func TestRecoverTurnsAPanicIntoARetry(t *testing.T) {
 	if len(entries) != 1 || entries[0].ContextMap()["id"] != "p-1" || entries[0].ContextMap()["stack"] == "" {
 		t.Errorf("log entries %v", entries)
 	}
-	if a := middleware.Recover(nil)(acemq.HandlerFunc(accept)).ServeMessage(context.Background(), acemq.NewMessage("q", nil, nil)); a.Outcome() != ack.OutcomeAccept {
+	if a := middleware.Recover()(acemq.HandlerFunc(accept)).ServeMessage(context.Background(), acemq.NewMessage("q", nil, nil)); a.Outcome() != ack.OutcomeAccept {
 		t.Errorf("no panic: %v", a)
 	}
 }
@@ -119,7 +119,7 @@ func TestLoggingLevelsByOutcome(t *testing.T) {
 	m := acemq.NewMessage("orders", nil, map[string]any{"x-acemq-id": "id-7", "x-acemq-attempt": int64(2)})
 	for _, a := range []ack.Ack{ack.Accept(), ack.Retry(errors.New("busy")), ack.DeadLetter(errors.New("no such customer"))} {
 		var n int
-		middleware.Logging(log)(calls(&n, a)).ServeMessage(context.Background(), m)
+		middleware.Logging(middleware.WithLogger(log))(calls(&n, a)).ServeMessage(context.Background(), m)
 	}
 	entries := logs.All()
 	if len(entries) != 3 {

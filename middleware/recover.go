@@ -24,9 +24,14 @@ func (e *PanicError) Error() string { return fmt.Sprintf("acemq: handler panicke
 // it: the panic becomes a retry whose error is a [*PanicError] carrying the
 // stack, logged at error level with the message's id. It is not needed for
 // safety: the server recovers every panic itself and retries the message
-// (see the package doc). A nil log writes the panic to slog.Default().
-func Recover(log *zap.Logger) acemq.Middleware {
-	log = logging.Or(log)
+// (see the package doc). It logs to [WithLogger]'s logger; without one,
+// to slog.Default().
+//
+// Recover took its logger as an argument until the logger was given one
+// way across acemq (docs/settings.md): Recover(nil) still compiles and
+// means the default; Recover(log) is now Recover(WithLogger(log)).
+func Recover(opts ...Option) acemq.Middleware {
+	log := logging.Or(settingsOf(opts).log)
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) (a ack.Ack) {
 			defer func() {

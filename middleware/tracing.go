@@ -16,7 +16,12 @@ type tracingOption struct{}
 
 func (tracingOption) apply() {}
 
-// WithTracerProvider was where Tracing's spans went.
+// WithTracerProvider was where Tracing's spans went. The provider given is
+// not used: the spans of a delivery are the server's, and go where
+// acemq.Server.TracerProvider says. It is not made to work again, because
+// a middleware's span would be a second one per delivery that ends before
+// the settlement it should report (see Tracing). It and Tracing are kept
+// for one release so that a chain that lists them still compiles.
 //
 // Deprecated: set acemq.Server.TracerProvider, or the global provider
 // (otel.SetTracerProvider), which the server uses when given none.

@@ -56,7 +56,7 @@ func run(out io.Writer) error {
 	mux := acemq.NewMux()
 	// The first listed is the outermost: Audit sees every answer, including
 	// Decode's park and RequireTenant's dead letter.
-	mux.Use(Audit(out), middleware.Decode(codec.JSON), RequireTenant, middleware.MaxAge(time.Hour), middleware.Recover(nil))
+	mux.Use(Audit(out), middleware.Decode(codec.JSON), RequireTenant, middleware.MaxAge(time.Hour), middleware.Recover())
 	mux.HandleFunc("invoices", func(ctx context.Context, m *acemq.Message) ack.Ack {
 		fmt.Fprintf(out, "handler: invoice for tenant %s\n", ctx.Value(tenantKey{}))
 		return ack.Accept()

@@ -70,7 +70,7 @@ func run(out io.Writer, url string) error {
 	var mu sync.Mutex
 	accepted := 0
 	mux := acemq.NewMux()
-	mux.Use(middleware.Decode(codec.JSON), middleware.Recover(nil))
+	mux.Use(middleware.Decode(codec.JSON), middleware.Recover())
 	mux.Handle(queue, acemq.Decoded(codec.JSON, func(ctx context.Context, m *acemq.Message, o Order) ack.Ack {
 		a := placeOrder(o, m.Attempt())
 		mu.Lock()

@@ -48,7 +48,7 @@ var Policy = retry.Exponential(5, 20*time.Second, 5*time.Minute)
 // NewMux wires the handler the way the service runs it.
 func NewMux(mail Mailer) *acemq.Mux {
 	mux := acemq.NewMux()
-	mux.Use(middleware.Decode(codec.JSON), middleware.Recover(nil))
+	mux.Use(middleware.Decode(codec.JSON), middleware.Recover())
 	mux.Handle(Queue, acemq.Decoded(codec.JSON, func(ctx context.Context, m *acemq.Message, r Reminder) ack.Ack {
 		err := mail.Send(ctx, r.User, r.Text)
 		switch {

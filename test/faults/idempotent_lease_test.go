@@ -124,7 +124,7 @@ func runIdempotentLease(t *testing.T, ctx context.Context) {
 	})
 	tr := dial(t, os.Getenv(envURL), log)
 	mux := acemq.NewMux()
-	mux.Handle(os.Getenv(envQueue), middleware.Idempotent(store, middleware.WithIdempotencyLogger(log))(h))
+	mux.Handle(os.Getenv(envQueue), middleware.Idempotent(store, middleware.WithLogger(log))(h))
 	srv := &acemq.Server{Transport: tr, Handler: mux, Retry: testPolicy(), Concurrency: 8, Logger: log}
 	if err := srv.Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
