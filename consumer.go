@@ -48,7 +48,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			// return counts before RabbitMQ 4.3). So it waits for the
 			// cancel; prefetch bounds what waits so.
 			<-c.e.stop.cancelled
-			c.giveBack(d)
+			c.end(d, nil, unstarted)
 			return true
 		}
 		return c.handle(w, d)
@@ -60,7 +60,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 // is the broker's to hand to another consumer, and holding it would make
 // the drain as long as the queue.
 func (c *consumer) giveBackUnstarted() {
-	c.each(c.subscription(), func(d transport.Delivery) bool { c.giveBack(d); return true })
+	c.each(c.subscription(), func(d transport.Delivery) bool { c.end(d, nil, unstarted); return true })
 }
 
 // each calls f with every delivery until the subscription's channel
@@ -104,27 +104,24 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	answered(span, a)
 	s := settling{ctx: pctx, took: took, ran: true}
 	owned, takenBack := w.end()
-	if !owned {
+	switch {
+	case !owned:
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
-		c.finish(m, s, outcomeGivenBack)
+		c.end(d, m, s.instead(settleDrop))
 		return false
-	}
-	if isClosed(c.e.stop.cut) { // it returned as the deadline cancelled it
+	case isClosed(c.e.stop.cut): // it returned as the deadline cancelled it
 		c.e.stop.cutHandlers.Add(1)
 		c.logCut(m)
-		c.finish(m, s, outcomeGivenBack)
-		c.giveBack(d) // the broker redelivers it
-		return true
-	}
-	if takenBack { // nothing to settle: the broker has it again
+		c.end(d, m, s.instead(settleGiveBack)) // the broker redelivers it
+	case takenBack: // nothing to settle: the broker has it again
 		c.e.log.Warn("acemq: a handler returned after the broker took its delivery back (its consumer_timeout closed the channel); its answer is discarded, as the broker delivers the message again",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
-		c.finish(m, s, outcomeGivenBack)
-		return true
+		c.end(d, m, s.instead(settleDrop))
+	default:
+		s.verdict = decide(c.q, m.env, a, c.e.clock.Now())
+		c.settle(d, m, s)
 	}
-	s.verdict = decide(c.q, m.env, a, c.e.clock.Now())
-	c.settle(d, m, s)
 	return true
 }
 
@@ -168,7 +165,7 @@ func (c *consumer) cutOff() int {
 		if d, m, ok := w.takeOver(); ok {
 			n++
 			c.logCut(m)
-			c.giveBack(d) // the broker redelivers it
+			c.end(d, nil, unstarted) // the broker redelivers it; the handler's return reports it
 		}
 	}
 	return n

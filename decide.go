@@ -15,6 +15,9 @@ import (
 // a value, decided without I/O, that the executor (settle.go) carries out.
 type verdict struct {
 	settle settlement
+	// outcome is what the server did, once the original is settled: the
+	// outcome attribute of the metrics and the process span.
+	outcome outcome
 	// copy is the message to publish before the original is settled; only
 	// for settleCopy.
 	copy hop
@@ -53,7 +56,9 @@ type settlement uint8
 const (
 	settleAck      settlement = iota // done: acknowledge it
 	settleGiveBack                   // back to the broker with requeue, as it was
-	settleCopy                       // publish copy; the original's end depends on how that goes
+	settleCopy                       // publish copy; the original's end depends on how that goes (next.go)
+	settleReject                     // reject it without requeue, to the queue's own dead-letter route
+	settleDrop                       // nothing: the broker has it again already (taken back, or given back by the stop)
 )
 
 // hop is one copy of a message the server publishes itself: by queue name,
@@ -108,7 +113,7 @@ func decide(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 	case ack.OutcomeAccept:
 		return verdict{settle: settleAck}
 	case ack.OutcomeRequeue:
-		return verdict{settle: settleGiveBack}
+		return verdict{settle: settleGiveBack, outcome: outcomeRequeue}
 	case ack.OutcomeRetry:
 		return decideRetry(q, env, a, now)
 	case ack.OutcomeSnooze:

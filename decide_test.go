@@ -40,7 +40,7 @@ func TestDecide(t *testing.T) {
 		want    verdict
 	}{
 		{name: "accept", answer: ack.Accept(), want: verdict{settle: settleAck}},
-		{name: "requeue", answer: ack.Requeue(), want: verdict{settle: settleGiveBack}},
+		{name: "requeue", answer: ack.Requeue(), want: verdict{settle: settleGiveBack, outcome: outcomeRequeue}},
 		{name: "retry in process", policy: ladder, attempt: 1, answer: ack.Retry(boom),
 			want: verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 10 * time.Second}}},
 		{name: "retry on a rung", policy: rungs, attempt: 2, answer: ack.Retry(boom),

@@ -28,8 +28,10 @@ import (
 //     channel holds meanwhile (consumer_timeout), the redelivery is stale
 //     and dropped: the broker delivers it once more.
 func (c *consumer) redelivery(w *worker, d transport.Delivery, m *Message, pctx context.Context) bool {
+	s := settling{ctx: pctx}
 	if timeout, ok := c.e.overdue.take(c.q.name, m.ID()); ok {
-		c.settle(d, m, settling{verdict: overdue(c.q, m.env, timeout), ctx: pctx})
+		s.verdict = overdue(c.q, m.env, timeout)
+		c.settle(d, m, s)
 		return true
 	}
 	end, timeout := c.awaitRunning(w, m.ID())
@@ -40,21 +42,20 @@ func (c *consumer) redelivery(w *worker, d transport.Delivery, m *Message, pctx 
 		if t, ok := c.e.overdue.take(c.q.name, m.ID()); ok { // this is the redelivery it was kept for
 			timeout = t
 		}
-		c.settle(d, m, settling{verdict: overdue(c.q, m.env, timeout), ctx: pctx})
+		s.verdict = overdue(c.q, m.env, timeout)
+		c.settle(d, m, s)
 	case runStopping:
 		select { // given back before the cancel, it would come straight back (see work)
 		case <-c.e.stop.cancelled:
 		case <-c.e.stop.cut:
 		}
-		c.finish(m, settling{ctx: pctx}, outcomeGivenBack)
-		c.giveBack(d)
+		c.end(d, m, s.instead(settleGiveBack))
 	case runTakenBack: // stale: settling it would do nothing
-		c.finish(m, settling{ctx: pctx}, outcomeGivenBack)
+		c.end(d, m, s.instead(settleDrop))
 	case runWaitedOut:
 		c.e.log.Warn("acemq: a redelivery waited its bound for the handler of the same message, still running here; it goes back to the broker rather than run beside it",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Stringer("waited", timeout))
-		c.finish(m, settling{ctx: pctx}, outcomeGivenBack)
-		c.giveBack(d)
+		c.end(d, m, s.instead(settleGiveBack))
 	}
 	return true
 }

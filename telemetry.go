@@ -102,29 +102,32 @@ func answered(span trace.Span, a ack.Ack) {
 	}
 }
 
-// finish reports a delivery the server is done with, just before it acks,
-// gives back or rejects the original: the metrics of its outcome o, and
-// the end of its process span. A delivery held for a refused copy ends
-// its span as held (outcomeHeld, no metric) and is counted once it is
-// settled.
+// finish reports a delivery the server is done with, just before end
+// acks, gives back or rejects the original: the metrics of its outcome o,
+// and the end of its process span. A delivery held for a refused copy
+// ended its span as held (endSpan) and is counted once it is settled.
 func (c *consumer) finish(m *Message, v settling, o outcome) {
 	c.e.stop.settled(o) // for the drain's line
 	s := c.q.metrics.sets(o, v.cause)
-	if o != outcomeHeld {
-		c.e.inst.handled.Add(v.ctx, 1, s.add...)
-		if v.ran {
-			c.e.inst.duration.Record(v.ctx, v.took.Seconds(), s.rec...)
-		}
-		c.e.inst.age.Record(v.ctx, ageOf(m.env, c.e.clock.Now()).Seconds(), s.rec...)
+	c.e.inst.handled.Add(v.ctx, 1, s.add...)
+	if v.ran {
+		c.e.inst.duration.Record(v.ctx, v.took.Seconds(), s.rec...)
 	}
-	if v.held { // its span ended when it was held
-		return
+	c.e.inst.age.Record(v.ctx, ageOf(m.env, c.e.clock.Now()).Seconds(), s.rec...)
+	if !v.held { // else its span ended when it was held
+		c.endSpan(v, o)
 	}
+}
+
+// endSpan ends the process span of v with outcome o: what the server did
+// and, for a copy, where it went, how long it waits or why it was given up.
+func (c *consumer) endSpan(v settling, o outcome) {
 	span := trace.SpanFromContext(v.ctx)
 	if span.IsRecording() {
+		s := c.q.metrics.sets(o, v.cause)
 		attrs := make([]attribute.KeyValue, 0, 5)
 		attrs = append(attrs, s.attr)
-		if v.settle == settleCopy && o != outcomeGivenBack {
+		if v.copy.to != "" && o != outcomeGivenBack {
 			attrs = append(attrs, attrTo.String(v.copy.to))
 			switch {
 			case v.where != "":
@@ -140,7 +143,7 @@ func (c *consumer) finish(m *Message, v settling, o outcome) {
 		if o.failed() {
 			attrs = append(attrs, semconv.ErrorTypeKey.String(s.attr.Value.AsString()))
 			msg := s.attr.Value.AsString()
-			if v.settle == settleCopy && v.copy.reason != "" {
+			if v.copy.reason != "" {
 				msg = v.copy.reason
 			}
 			span.SetStatus(codes.Error, msg)
