@@ -161,7 +161,7 @@ func TestIdempotentEndToEnd(t *testing.T) {
 			t.Run("the same id delivered twice at once", func(t *testing.T) {
 				t.Parallel()
 				broker := memory.New()
-				mw, duplicates, inProgress := idemMiddleware(t, newStore(t, idempotency.WithLease(10*time.Second), idempotency.WithClock(broker.Clock().Now)))
+				mw, duplicates, inProgress := idemMiddleware(t, newStore(t, idempotency.WithLease(10*time.Second), idempotency.WithClock(broker.Clock())))
 				release := make(chan struct{})
 				work := &recorder{answer: func(*acemq.Message) ack.Ack {
 					<-release
@@ -208,7 +208,7 @@ func TestIdempotentEndToEnd(t *testing.T) {
 					broker := memory.New()
 					// 20 s: the snooze (the lease and a second) is spent in
 					// the process, on the broker's clock.
-					store := newStore(t, idempotency.WithLease(20*time.Second), idempotency.WithClock(broker.Clock().Now))
+					store := newStore(t, idempotency.WithLease(20*time.Second), idempotency.WithClock(broker.Clock()))
 					mw, duplicates, inProgress := idemMiddleware(t, store)
 					work := always(ack.Accept())
 					handled := mw(work)

@@ -16,7 +16,7 @@ import (
 func TestMemory(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T, clock *fakeClock) idempotency.Store {
-		return idempotency.NewMemory(suiteRetention, idempotency.WithLease(suiteLease), idempotency.WithClock(clock.Now))
+		return idempotency.NewMemory(suiteRetention, idempotency.WithLease(suiteLease), idempotency.WithClock(clock))
 	})
 }
 
@@ -24,7 +24,7 @@ func TestMemoryMaxEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := newFakeClock()
-	s := idempotency.NewMemory(time.Hour, idempotency.WithMaxEntries(3), idempotency.WithClock(clock.Now))
+	s := idempotency.NewMemory(time.Hour, idempotency.WithMaxEntries(3), idempotency.WithClock(clock))
 	handle := func(id string) {
 		t.Helper()
 		if r, _ := s.Claim(ctx, id); r != idempotency.Claimed {
@@ -81,7 +81,7 @@ func TestMemoryDropsLapsedClaimsFirst(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	s := idempotency.NewMemory(time.Hour, idempotency.WithMaxEntries(2), idempotency.WithLease(time.Minute),
-		idempotency.WithClock(clock.Now))
+		idempotency.WithClock(clock))
 	_, _ = s.Claim(ctx, "stuck") // never settled
 	_, _ = s.Claim(ctx, "done")
 	_ = s.Confirm(ctx, "done")
@@ -104,7 +104,7 @@ func TestMemoryExpiredIDsAreNotEvictions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := newFakeClock()
-	s := idempotency.NewMemory(time.Minute, idempotency.WithMaxEntries(10), idempotency.WithClock(clock.Now))
+	s := idempotency.NewMemory(time.Minute, idempotency.WithMaxEntries(10), idempotency.WithClock(clock))
 	for i := range 10 {
 		id := strconv.Itoa(i)
 		_, _ = s.Claim(ctx, id)
@@ -127,7 +127,7 @@ func TestMemoryForever(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	clock.Advance(time.Hour) // later than the store's zero
-	s := idempotency.NewMemory(math.MaxInt64, idempotency.WithLease(math.MaxInt64), idempotency.WithClock(clock.Now))
+	s := idempotency.NewMemory(math.MaxInt64, idempotency.WithLease(math.MaxInt64), idempotency.WithClock(clock))
 	clock.Advance(time.Hour)
 	_, _ = s.Claim(ctx, "claimed")
 	_, _ = s.Claim(ctx, "confirmed")

@@ -1,6 +1,10 @@
 package idempotency
 
-import "time"
+import (
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
 
 // Option configures either store: it is both a [MemoryOption] and a
 // [PostgresOption].
@@ -57,10 +61,17 @@ type postgresConfig struct {
 func WithLease(d time.Duration) Option { return leaseOption(d) }
 
 // WithClock replaces the store's clock, so tests can move time without
-// sleeping. A [Memory] store otherwise reads the monotonic clock; a [Postgres] store
-// otherwise uses the database's now(), one clock for every instance, which
-// is what production wants.
-func WithClock(now func() time.Time) Option { return clockOption(now) }
+// sleeping: a memory broker's virtual clock (memory.Broker.Clock), say,
+// the one the server under test tells time by. The store reads only its
+// Now. A [Memory] store otherwise reads the monotonic clock; a [Postgres]
+// store otherwise uses the database's now(), one clock for every
+// instance, which is what production wants. A nil c is no clock given.
+func WithClock(c transport.Clock) Option {
+	if c == nil {
+		return clockOption(nil)
+	}
+	return clockOption(c.Now)
+}
 
 // WithMaxEntries bounds a [Memory] store to n ids; [DefaultMaxEntries]
 // unless given. Past it the oldest confirmed id is evicted, which is a

@@ -56,11 +56,11 @@ func TestPostgresTakeoverAcrossInstances(t *testing.T) {
 			t.Parallel()
 			clock := newFakeClock()
 			first, table := newPostgres(t, pool, idempotency.WithLease(suiteLease), idempotency.WithRetention(suiteRetention),
-				idempotency.WithClock(clock.Now))
+				idempotency.WithClock(clock))
 			stores := []*idempotency.Postgres{first}
 			for range 2 {
 				s, err := idempotency.NewPostgres(pool, idempotency.WithTable(table), idempotency.WithLease(suiteLease),
-					idempotency.WithRetention(suiteRetention), idempotency.WithClock(clock.Now))
+					idempotency.WithRetention(suiteRetention), idempotency.WithClock(clock))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -97,7 +97,7 @@ func TestPostgresUpgradesAnOldTable(t *testing.T) {
 	pool := postgresPool(t, 0)
 	clock := newFakeClock()
 	table := testTable()
-	s, err := idempotency.NewPostgres(pool, idempotency.WithTable(table), idempotency.WithClock(clock.Now))
+	s, err := idempotency.NewPostgres(pool, idempotency.WithTable(table), idempotency.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestPostgres(t *testing.T) {
 	pool := postgresPool(t, 20) // PostgreSQL allows 100 connections, and others share it
 	runStoreSuite(t, func(t *testing.T, clock *fakeClock) idempotency.Store {
 		s, _ := newPostgres(t, pool, idempotency.WithLease(suiteLease), idempotency.WithRetention(suiteRetention),
-			idempotency.WithClock(clock.Now))
+			idempotency.WithClock(clock))
 		return s
 	})
 }
@@ -183,7 +183,7 @@ func TestPostgresCleanup(t *testing.T) {
 	pool := postgresPool(t, 0)
 	clock := newFakeClock()
 	s, table := newPostgres(t, pool, idempotency.WithLease(time.Minute), idempotency.WithRetention(time.Hour),
-		idempotency.WithClock(clock.Now))
+		idempotency.WithClock(clock))
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

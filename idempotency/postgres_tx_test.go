@@ -150,7 +150,7 @@ func TestPostgresClaimTxAndLeases(t *testing.T) {
 	ctx := context.Background()
 	pool := postgresPool(t, 0)
 	clock := newFakeClock()
-	s, _ := newPostgres(t, pool, idempotency.WithLease(time.Minute), idempotency.WithClock(clock.Now))
+	s, _ := newPostgres(t, pool, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
 	claim := func(id string) {
 		t.Helper()
 		if r, err := s.Claim(ctx, id); r != idempotency.Claimed || err != nil {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/transport/memory"
 )
 
 // settleCases are claims settled one way or another, takeovers included:
@@ -31,18 +31,9 @@ var settleCases = []struct {
 	{"release without a claim", "r", false},
 }
 
-// manualClock is a clock for these tests, moved by hand.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// manualClock is a clock for these tests, moved by hand: a virtual one,
+// as WithClock is given in a service's tests.
+type manualClock = memory.Clock
 
 func playSettle(t *testing.T, s Store, clock *manualClock, id, ops string) {
 	t.Helper()
@@ -60,7 +51,7 @@ func playSettle(t *testing.T, s Store, clock *manualClock, id, ops string) {
 		case 'r':
 			err = s.Release(ctx, id)
 		case 'l':
-			clock.advance(time.Minute)
+			clock.Advance(time.Minute)
 		}
 		if err != nil {
 			t.Fatalf("op %d: %v", i, err)
@@ -73,8 +64,8 @@ func TestMemoryKeepsNothingSettled(t *testing.T) {
 	for _, tt := range settleCases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &manualClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-			s := NewMemory(time.Hour, WithLease(time.Minute), WithClock(clock.now))
+			clock := memory.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			s := NewMemory(time.Hour, WithLease(time.Minute), WithClock(clock))
 			playSettle(t, s, clock, "a", tt.ops)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -101,9 +92,9 @@ func TestPostgresKeepsNothingSettled(t *testing.T) {
 	for _, tt := range settleCases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &manualClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+			clock := memory.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			table := fmt.Sprintf("idem_settle_%016x", rand.Uint64())
-			s, err := NewPostgres(pool, WithTable(table), WithLease(time.Minute), WithClock(clock.now))
+			s, err := NewPostgres(pool, WithTable(table), WithLease(time.Minute), WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}

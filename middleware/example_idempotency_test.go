@@ -9,6 +9,7 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/idempotency"
 	"github.com/acemq/acemq/middleware"
+	"github.com/acemq/acemq/transport/memory"
 )
 
 // The same message delivered three times: the first attempt fails and is
@@ -50,8 +51,7 @@ func ExampleIdempotent() {
 // it spends no attempt. It is snoozed until the dead consumer's lease can
 // have ended (the lease left, and a second); then it does the work.
 func ExampleIdempotent_inProgress() {
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now } // a clock the example moves by hand
+	clock := memory.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) // a clock the example moves by hand
 	store := idempotency.NewMemory(6*time.Hour, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
 	chargeCard := acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
 		fmt.Println("charged", m.ID())
@@ -62,13 +62,13 @@ func ExampleIdempotent_inProgress() {
 	m := acemq.NewMessage("payments", []byte(`{"amount":"12.00"}`), map[string]any{acemq.HeaderID: "pay-8"})
 
 	_, _ = store.Claim(ctx, m.ID()) // the consumer that was killed
-	now = now.Add(20 * time.Second)
+	clock.Advance(20 * time.Second)
 
 	a := h.ServeMessage(ctx, m)
 	wait, _ := a.After()
 	fmt.Println(a.Outcome(), wait)
 
-	now = now.Add(wait) // the snooze brings it back after the lease
+	clock.Advance(wait) // the snooze brings it back after the lease
 	fmt.Println(h.ServeMessage(ctx, m).Outcome())
 	// Output:
 	// snooze 41s

@@ -24,6 +24,7 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/idempotency"
 	"github.com/acemq/acemq/middleware"
+	"github.com/acemq/acemq/transport/memory"
 )
 
 // An id claimed elsewhere and not settled is snoozed, not retried: no
@@ -105,9 +106,7 @@ func TestIdempotentInProgressUntilTheLeaseEnds(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-			var mu sync.Mutex
-			now := start
-			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			clock := memory.NewClock(start)
 			store := storeOf(t, kind, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
 			var calls atomic.Int32
 			h := middleware.Idempotent(store, middleware.WithLogger(zap.NewNop()))(answering(&calls, ack.Accept()))
@@ -126,9 +125,7 @@ func TestIdempotentInProgressUntilTheLeaseEnds(t *testing.T) {
 				{time.Minute, ack.OutcomeAccept, 0, 1},               // the lease ended
 				{time.Minute + time.Second, ack.OutcomeAccept, 0, 1}, // a duplicate now
 			} {
-				mu.Lock()
-				now = start.Add(step.at)
-				mu.Unlock()
+				clock.Advance(start.Add(step.at).Sub(clock.Now()))
 				a := h.ServeMessage(ctx, withID(id))
 				wait, _ := a.After()
 				if a.Outcome() != step.want || wait != step.wait || calls.Load() != step.calls {
