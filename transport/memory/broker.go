@@ -37,12 +37,25 @@ type optionFunc func(*Broker)
 func (f optionFunc) apply(b *Broker) { f(b) }
 
 // WithClock makes the broker tell time by c, for instance a virtual clock
-// started at an instant of the test's choosing, or one shared with other
-// code under test.
-func WithClock(c *Clock) Option {
+// ([NewClock]) started at an instant of the test's choosing, or one shared
+// with other code under test. It takes the one clock type acemq tells time
+// by everywhere (docs/settings.md), as the server's Clock and
+// idempotency.WithClock do. A *Clock is used as it is. Any other
+// transport.Clock is read and waited on through a *Clock that stands for
+// it ([Broker.Clock] returns that one): the broker's message expiries and
+// timeouts wait on c's After, a goroutine each until it fires or is
+// stopped, and c, not the broker's clock, is what the test moves. A nil c
+// keeps the default virtual clock.
+func WithClock(c transport.Clock) Option {
 	return optionFunc(func(b *Broker) {
+		if mc, ok := c.(*Clock); ok {
+			if mc != nil {
+				b.clock = mc
+			}
+			return
+		}
 		if c != nil {
-			b.clock = c
+			b.clock = foreignClock(c)
 		}
 	})
 }

@@ -17,9 +17,12 @@ var Epoch = time.Date(2024, time.January, 1, 0, 0, 0, 0, time.UTC)
 // [NewClock]) stands still until [Clock.Advance] moves it, firing timers and
 // expiring messages in deadline order; a real clock ([WithRealClock]) tells
 // wall time. It implements [transport.Clock], so a server on the broker
-// waits on the same time as the broker's queues.
+// waits on the same time as the broker's queues. A Clock can also stand
+// for a transport.Clock of another making given to [WithClock]: it then
+// reads that clock's time and waits on it.
 type Clock struct {
 	real bool
+	ext  transport.Clock // a clock of another making (foreign.go), or nil
 
 	mu      sync.Mutex
 	now     time.Time
@@ -46,6 +49,9 @@ func newRealClock() *Clock {
 
 // Now returns the clock's current time.
 func (c *Clock) Now() time.Time {
+	if c.ext != nil {
+		return c.ext.Now()
+	}
 	if c.real {
 		return time.Now()
 	}
@@ -56,8 +62,12 @@ func (c *Clock) Now() time.Time {
 
 // After is time.After on this clock: the channel receives the clock's time
 // once d has passed on it. On a virtual clock a d of zero or less fires at
-// once; anything else waits for Advance.
+// once; anything else waits for Advance. On a clock of another making it
+// is that clock's After, which [Clock.Pending] does not count.
 func (c *Clock) After(d time.Duration) <-chan time.Time {
+	if c.ext != nil {
+		return c.ext.After(d)
+	}
 	ch := make(chan time.Time, 1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -85,8 +95,13 @@ func (c *Clock) After(d time.Duration) <-chan time.Time {
 // Now() at its own deadline, so a message that expires at 40s is
 // dead-lettered before a timer due at 41s fires. A receiver of an After
 // channel runs on its own goroutine, after Advance fired it. On a real
-// clock Advance sleeps for d.
+// clock Advance sleeps for d, and on a clock of another making it waits
+// for d to pass on that clock: move that clock instead.
 func (c *Clock) Advance(d time.Duration) {
+	if c.ext != nil {
+		<-c.ext.After(d)
+		return
+	}
 	if c.real {
 		time.Sleep(d)
 		return
@@ -156,6 +171,9 @@ func (c *Clock) push(t *timer) {
 // schedule calls fn at a (on the broker's behalf: expiries). On a real
 // clock fn runs on a timer goroutine counted in wg.
 func (c *Clock) schedule(at time.Time, fn func(), wg *sync.WaitGroup) *timer {
+	if c.ext != nil {
+		return c.scheduleOn(at, fn, wg)
+	}
 	t := &timer{at: at, fn: fn}
 	if c.real {
 		wg.Add(1)
@@ -174,6 +192,10 @@ func (c *Clock) schedule(at time.Time, fn func(), wg *sync.WaitGroup) *timer {
 
 // stop cancels a scheduled call that has not started.
 func (c *Clock) stop(t *timer) {
+	if t.cancel != nil {
+		t.cancel()
+		return
+	}
 	if t.real != nil {
 		if t.real.Stop() {
 			t.wg.Done()
@@ -194,7 +216,10 @@ type timer struct {
 	ch    chan time.Time // an After channel, or
 	fn    func()         // a broker callback
 	real  *time.Timer
-	wg    *sync.WaitGroup
+	// cancel ends the wait of a call scheduled on a clock of another
+	// making; nil otherwise.
+	cancel func()
+	wg     *sync.WaitGroup
 }
 
 // timerHeap orders timers by deadline, then by creation.
