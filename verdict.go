@@ -7,14 +7,30 @@ import (
 	"github.com/acemq/acemq/retry"
 )
 
+// Settlement is how a delivery ends, in a [Verdict]: one of the Settle*
+// constants. Its words are the library's own, for tests and logs; none is
+// on the wire.
+type Settlement string
+
+// The settlements of a delivery.
+const (
+	// SettleAck: the delivery is acknowledged, and that is all.
+	SettleAck Settlement = "ack"
+	// SettleGiveBack: the delivery is rejected with requeue, going back
+	// to its queue as it was: what [Server.Decide] says of ack.Requeue.
+	SettleGiveBack Settlement = "give_back"
+	// SettleCopy: a copy is published (To, Attempt, Wait, ...) and the
+	// delivery acknowledged once the copy is confirmed.
+	SettleCopy Settlement = "copy"
+)
+
 // Verdict is what a server does with one delivery once its handler has
 // answered, as a value: what [Server.Decide] returns, so that a test can
 // hold a handler and a policy to the settlement without a broker.
 type Verdict struct {
-	// Settle is how the original delivery ends: "ack", "give back"
-	// (rejected with requeue, as it was) or "copy" (acknowledged once the
-	// copy below is confirmed).
-	Settle string
+	// Settle is how the original delivery ends: [SettleAck],
+	// [SettleGiveBack] or [SettleCopy].
+	Settle Settlement
 	// To is the queue the copy goes to: the queue itself for a retry or a
 	// snooze, a rung, .dlq or .parked.
 	To string
@@ -46,12 +62,12 @@ func (s *Server) Decide(queue string, env Envelope, a ack.Ack, now time.Time) Ve
 	v := decide(q, env, a, now)
 	switch v.settle {
 	case settleAck:
-		return Verdict{Settle: "ack"}
+		return Verdict{Settle: SettleAck}
 	case settleGiveBack:
-		return Verdict{Settle: "give back"}
+		return Verdict{Settle: SettleGiveBack}
 	}
 	h := v.copy
-	out := Verdict{Settle: "copy", To: h.to, Attempt: h.attempt, Snoozes: h.snoozes, Reason: h.reason, Cause: v.cause, Wait: h.wait}
+	out := Verdict{Settle: SettleCopy, To: h.to, Attempt: h.attempt, Snoozes: h.snoozes, Reason: h.reason, Cause: v.cause, Wait: h.wait}
 	if out.Snoozes == 0 {
 		out.Snoozes = env.Snoozes // a copy carries the count on
 	}
