@@ -55,7 +55,7 @@ func Decoded[T any](c codec.Codec, fn func(ctx context.Context, m *Message, v T)
 		return HandlerFunc(func(ctx context.Context, m *Message) ack.Ack {
 			var v T
 			if err := c.Unmarshal(m.Body(), &v); err != nil {
-				return ack.Park(err)
+				return ack.Undecodable(err)
 			}
 			return fn(ctx, m, v)
 		})
@@ -70,7 +70,7 @@ func Decoded[T any](c codec.Codec, fn func(ctx context.Context, m *Message, v T)
 			// A middleware handed on a context not made from the one it
 			// was given: decode again rather than call fn with nothing.
 			if err := c.Unmarshal(m.Body(), &v); err != nil {
-				return ack.Park(err)
+				return ack.Undecodable(err)
 			}
 		}
 		return fn(ctx, m, v)
@@ -81,7 +81,7 @@ func Decoded[T any](c codec.Codec, fn func(ctx context.Context, m *Message, v T)
 	return HandlerFunc(func(ctx context.Context, m *Message) ack.Ack {
 		var v T
 		if err := c.Unmarshal(m.Body(), &v); err != nil {
-			return ack.Park(err)
+			return ack.Undecodable(err)
 		}
 		return inner.ServeMessage(context.WithValue(ctx, key, v), m)
 	})

@@ -104,10 +104,26 @@ func DeadLetter(err error) Ack {
 	return Ack{outcome: OutcomeDeadLetter, err: err, reason: "the handler rejected it: " + err.Error(), cause: "rejected"}
 }
 
-// Park sets aside a message that cannot be read (a body the codec refuses, a
-// schema the handler was never taught). Parked messages are kept apart from
-// dead letters, in "{queue}.parked".
+// Park sets aside a message this consumer cannot use, for a person to look
+// at (a schema the handler was never taught, an event for a tenant this
+// deployment does not serve), with the reason "the handler parked it: "
+// and err: what the handler said, as [DeadLetter] writes "the handler
+// rejected it: ". Parked messages are kept apart from dead letters, in
+// "{queue}.parked". A body the codec refuses is [Undecodable] instead. A
+// nil err is replaced by one that says none was given.
 func Park(err error) Ack {
+	err = orMissing(err)
+	return Ack{outcome: OutcomePark, err: err, reason: "the handler parked it: " + err.Error(), cause: "parked"}
+}
+
+// Undecodable parks a message whose body could not be decoded, with the
+// reason "could not be decoded: " and err, the codec's error: what
+// middleware.Decode and acemq.Decoded answer for a body their codec
+// refuses, and what a handler that decodes a body itself answers when it
+// cannot. The message goes where [Park] puts it, counted the same way
+// (parked); only the reason differs, so that a reader of "{queue}.parked"
+// tells a producer's unreadable bytes from a handler's choice.
+func Undecodable(err error) Ack {
 	err = orMissing(err)
 	return Ack{outcome: OutcomePark, err: err, reason: "could not be decoded: " + err.Error(), cause: "parked"}
 }

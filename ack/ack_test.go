@@ -1,6 +1,7 @@
 package ack_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -22,7 +23,11 @@ func TestReasons(t *testing.T) {
 		{ack.Retry(boom), ack.OutcomeRetry, "", ""},
 		{ack.Requeue(), ack.OutcomeRequeue, "", ""},
 		{ack.DeadLetter(errors.New("no such customer")), ack.OutcomeDeadLetter, "the handler rejected it: no such customer", "rejected"},
-		{ack.Park(errors.New("unknown schema")), ack.OutcomePark, "could not be decoded: unknown schema", "parked"},
+		{ack.Park(errors.New("unknown schema")), ack.OutcomePark, "the handler parked it: unknown schema", "parked"},
+		{ack.Park(errors.New("tenant 7 is not served here")), ack.OutcomePark, "the handler parked it: tenant 7 is not served here", "parked"},
+		{ack.Park(nil), ack.OutcomePark, "the handler parked it: acemq: no reason given", "parked"},
+		{ack.Undecodable(errors.New("invalid character '<'")), ack.OutcomePark, "could not be decoded: invalid character '<'", "parked"},
+		{ack.Undecodable(nil), ack.OutcomePark, "could not be decoded: acemq: no reason given", "parked"},
 		{ack.Ack{}, ack.OutcomeNone, "", ""},
 		{ack.TooOld(6*time.Hour, boom), ack.OutcomeDeadLetter, "exceeded the maximum message age of 6h0m0s: the warehouse is not answering", "too_old"},
 		{ack.DeadLetter(nil), ack.OutcomeDeadLetter, "the handler rejected it: acemq: no reason given", "rejected"},
@@ -85,7 +90,19 @@ func ExamplePark() {
 	fmt.Println(a.Reason())
 	// Output:
 	// park
-	// could not be decoded: schema v9 is unknown here
+	// the handler parked it: schema v9 is unknown here
+}
+
+func ExampleUndecodable() {
+	var order struct{ ID int }
+	if err := json.Unmarshal([]byte("<order/>"), &order); err != nil {
+		a := ack.Undecodable(err)
+		fmt.Println(a.Outcome())
+		fmt.Println(a.Reason())
+	}
+	// Output:
+	// park
+	// could not be decoded: invalid character '<' looking for beginning of value
 }
 
 func ExampleRequeue() {

@@ -8,7 +8,9 @@
 //   - [Retry]: try again later, on the queue's retry ladder. With no attempts
 //     left, no policy, or a [Fatal] error, the message is dead-lettered instead.
 //   - [DeadLetter]: give up now; the message goes to "{queue}.dlq" with the reason.
-//   - [Park]: the message cannot be read; it goes to "{queue}.parked".
+//   - [Park]: set the message aside for a person; it goes to
+//     "{queue}.parked". [Undecodable] does the same for a body that could
+//     not be decoded, saying so.
 //   - [Requeue]: put the delivery straight back, with no delay and no limit.
 //     An explicit opt-in for the rare, obviously transient failure.
 //
@@ -26,6 +28,7 @@
 //	exhausted 5 attempts: the warehouse is not answering
 //	exceeded the maximum message age of 6h0m0s: no answer in 30s
 //	the handler rejected it: no such customer
+//	the handler parked it: schema v9 is unknown here
 //	could not be decoded: acemq: this message is not JSON: ...
 //
 // # Fatal errors

@@ -9,7 +9,7 @@ import (
 )
 
 // Decode parks a message whose body c refuses, before any handler runs,
-// with the reason "could not be decoded: ...". A decode failure never
+// with the reason "could not be decoded: ..." (ack.Undecodable). A decode failure never
 // reaches the retry path: it would not improve with time, and retrying it
 // would only spend attempts on the way to the same place.
 func Decode(c codec.Codec) acemq.Middleware {
@@ -23,7 +23,7 @@ func Decode(c codec.Codec) acemq.Middleware {
 	return func(next acemq.Handler) acemq.Handler {
 		return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
 			if err := check(m.Body()); err != nil {
-				return ack.Park(err)
+				return ack.Undecodable(err)
 			}
 			return next.ServeMessage(ctx, m)
 		})

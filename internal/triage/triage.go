@@ -139,6 +139,7 @@ var kinds = []struct{ prefix, kind string }{
 	{"exhausted ", "exhausted"},
 	{"exceeded the maximum message age of ", "max-age"},
 	{"the handler rejected it: ", "rejected"},
+	{"the handler parked it: ", "parked"},
 	{"could not be decoded: ", "undecodable"},
 	{"retry requested but no retry policy is set", "no-policy"},
 	{"the broker dead-lettered it from queue ", "broker"},

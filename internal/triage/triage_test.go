@@ -19,6 +19,7 @@ func TestKey(t *testing.T) {
 		{"the handler rejected it: no such customer 'c-77'", "the handler rejected it: no such customer '<q>'", "rejected"},
 		{"the handler rejected it: can't charge card 4242: declined", "the handler rejected it: can't charge card <n>: declined", "rejected"},
 		{"the handler rejected it: order 7c1e9a52-3f0b-4c1d-9e2a-1b2c3d4e5f60 already shipped", "the handler rejected it: order <uuid> already shipped", "rejected"},
+		{"the handler parked it: schema v9 is unknown here", "the handler parked it: schema v<n> is unknown here", "parked"},
 		{"could not be decoded: invalid character 'x' looking for beginning of value", "could not be decoded: invalid character '<q>' looking for beginning of value", "undecodable"},
 		{"could not be decoded: json: cannot unmarshal string into Go struct field Order.total of type int64", "could not be decoded: json: cannot unmarshal string into Go struct field Order.total of type int<n>", "undecodable"},
 		{"exceeded the maximum message age of 6h0m0s: the warehouse is not answering", "exceeded the maximum message age of <n>h<n>m<n>s: the warehouse is not answering", "max-age"},
