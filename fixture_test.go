@@ -3,16 +3,16 @@ package acemq_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/metrictest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -91,20 +91,14 @@ func (f *fixture) publish(queue, body string, headers map[string]any) acemq.Publ
 // goroutines.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	f.eventuallyWithin(30*time.Second, what, cond)
+	polltest.Eventually(f.t, what, cond)
 }
 
 // eventuallyWithin is eventually with a wait of its own, for a condition
 // that takes real time by design (a publish retried with backoff).
 func (f *fixture) eventuallyWithin(wait time.Duration, what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
+	polltest.Within(f.t, wait, what, cond)
 }
 
 // advance waits until n goroutines sleep on the virtual clock, then moves
@@ -135,38 +129,13 @@ func (f *fixture) only(queue string) transport.Delivery {
 // settled, which can come after its copy was confirmed and even handled.
 func (f *fixture) counterReaches(name string, attrs map[string]string, want int64) {
 	f.t.Helper()
-	f.eventuallyWithin(30*time.Second, fmt.Sprintf("%s%v reaches %d", name, attrs, want), func() bool { return f.counter(name, attrs) >= want })
-	if got := f.counter(name, attrs); got != want {
-		f.t.Errorf("%s%v = %d, want %d", name, attrs, got, want)
-	}
+	metrictest.CounterReaches(f.t, f.reader, name, attrs, want)
 }
 
 // counter sums a counter's points whose attributes include every pair in attrs.
 func (f *fixture) counter(name string, attrs map[string]string) int64 {
 	f.t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := f.reader.Collect(context.Background(), &rm); err != nil {
-		f.t.Fatal(err)
-	}
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if m.Name != name || !ok {
-				continue
-			}
-		points:
-			for _, p := range sum.DataPoints {
-				for k, v := range attrs {
-					if got, ok := p.Attributes.Value(attributeKey(k)); !ok || got.AsString() != v {
-						continue points
-					}
-				}
-				total += p.Value
-			}
-		}
-	}
-	return total
+	return metrictest.Sum(f.t, f.reader, name, attrs)
 }
 
 // stop shuts the server down with the given deadline and returns Run's and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -70,16 +71,13 @@ func TestReadyAndHealth(t *testing.T) {
 	// The queue deleted under the server: not ready until it consumes again.
 	broker.DeleteQueue("orders")
 	sawNotReady := false
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+	polltest.Until(polltest.Generous, func() bool {
 		err := srv.CheckReady()
 		if errors.Is(err, acemq.ErrNotReady) && strings.Contains(err.Error(), "queue orders") {
 			sawNotReady = true
 		}
-		if sawNotReady && err == nil {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return sawNotReady && err == nil
+	})
 	if !sawNotReady || srv.CheckReady() != nil {
 		t.Errorf("saw not ready: %v; ready again: %v", sawNotReady, srv.CheckReady())
 	}

@@ -3,7 +3,6 @@ package acemq_test
 import (
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
@@ -11,8 +10,6 @@ import (
 )
 
 var jsonCodec = codec.JSON
-
-func attributeKey(k string) attribute.Key { return attribute.Key(k) }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 

@@ -14,12 +14,11 @@ import (
 	"github.com/acemq/acemq/internal/brokertest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/metrictest"
 	"github.com/acemq/acemq/middleware"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport/memory"
@@ -289,29 +288,13 @@ func TestIdempotentDatabaseDownFollowsThePolicy(t *testing.T) {
 // deliveries found in progress.
 func idemMiddleware(t *testing.T, store idempotency.Store) (mw acemq.Middleware, duplicates, inProgress func() int64) {
 	t.Helper()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mp, reader := metrictest.New(t)
 	count := func(name string) int64 {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Error(err)
-			return -1
+		all := metrictest.Sum(t, reader, name, nil)
+		if orders := metrictest.Sum(t, reader, name, map[string]string{"queue": "orders"}); orders != all {
+			t.Errorf("%s counted %d for queues other than orders", name, all-orders)
 		}
-		var n int64
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				if m.Name != name {
-					continue
-				}
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					if q, _ := p.Attributes.Value("queue"); q.AsString() != "orders" {
-						t.Errorf("%s counted for queue %q", name, q.AsString())
-					}
-					n += p.Value
-				}
-			}
-		}
-		return n
+		return all
 	}
 	return middleware.Idempotent(store, middleware.WithMeterProvider(mp)),
 		func() int64 { return count(middleware.MetricDuplicates) },
@@ -349,17 +332,7 @@ func idemIDs(r *recorder) string {
 // failure.
 func idemPostgresStores(t *testing.T) func(*testing.T, ...idempotency.Option) idempotency.Store {
 	t.Helper()
-	raw := brokertest.PostgresURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, raw)
-	if err != nil {
-		t.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
-	}
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	return func(t *testing.T, opts ...idempotency.Option) idempotency.Store {
 		t.Helper()
 		table := fmt.Sprintf("idem_e2e_%016x", rand.Uint64())

@@ -1,19 +1,16 @@
 package acemq_test
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/metrictest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -129,31 +126,5 @@ func TestHistograms(t *testing.T) {
 // attributes include every pair in attrs.
 func (f *fixture) histogram(name string, attrs map[string]string) (uint64, float64) {
 	f.t.Helper()
-	return histogramOf(f.t, f.reader, name, attrs)
-}
-
-func histogramOf(t testing.TB, reader sdkmetric.Reader, name string, attrs map[string]string) (n uint64, sum float64) {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			h, ok := m.Data.(metricdata.Histogram[float64])
-			if m.Name != name || !ok {
-				continue
-			}
-		points:
-			for _, p := range h.DataPoints {
-				for k, v := range attrs {
-					if got, ok := p.Attributes.Value(attribute.Key(k)); !ok || got.AsString() != v {
-						continue points
-					}
-				}
-				n, sum = n+p.Count, sum+p.Sum
-			}
-		}
-	}
-	return n, sum
+	return metrictest.Histogram(f.t, f.reader, name, attrs)
 }

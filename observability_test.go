@@ -14,8 +14,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -24,6 +22,8 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/metrictest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
@@ -332,8 +332,7 @@ func TestProcessSpanOfRefusedAndMissing(t *testing.T) {
 // parallel: it sets otel's globals, and restores them.
 func TestGlobalProvidersByDefault(t *testing.T) {
 	rec, tp := tracing(t)
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mp, reader := metrictest.New(t)
 	prevTP, prevMP, prevProp := otel.GetTracerProvider(), otel.GetMeterProvider(), otel.GetTextMapPropagator()
 	otel.SetTracerProvider(tp)
 	otel.SetMeterProvider(mp)
@@ -362,10 +361,9 @@ func TestGlobalProvidersByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	broker.Clock().Advance(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(named(rec, "process orders")) < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// Shut down whether or not both attempts came: the count below says
+	// which did not.
+	polltest.Until(polltest.Generous, func() bool { return len(named(rec, "process orders")) >= 2 })
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -383,31 +381,10 @@ func TestGlobalProvidersByDefault(t *testing.T) {
 		}
 	}
 	for outcome, want := range map[string]int64{"retry": 1, "accept": 1} {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		if got := sumOf(rm, acemq.MetricHandled, outcome); got != want {
+		if got := metrictest.Sum(t, reader, acemq.MetricHandled, map[string]string{"outcome": outcome}); got != want {
 			t.Errorf("handled{%s} from the global meter provider = %d, want %d", outcome, got, want)
 		}
 	}
-}
-
-// sumOf sums a counter's points with the outcome.
-func sumOf(rm metricdata.ResourceMetrics, name, outcome string) int64 {
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
-				for _, p := range sum.DataPoints {
-					if v, _ := p.Attributes.Value("outcome"); v.AsString() == outcome {
-						total += p.Value
-					}
-				}
-			}
-		}
-	}
-	return total
 }
 
 // TestTraceContinuesOnRabbitMQ: the headers carry the trace through a

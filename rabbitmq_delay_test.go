@@ -14,6 +14,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -460,10 +461,7 @@ func TestRabbitDelayForeignClient(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for fmt.Sprint(counts()) != fmt.Sprint(memCounts) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(polltest.Generous, func() bool { return fmt.Sprint(counts()) == fmt.Sprint(memCounts) })
 	time.Sleep(250 * time.Millisecond) // and nothing more comes
 	got := placement(t, r.tr, ms, routed, queues)
 

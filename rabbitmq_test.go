@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/metrictest"
+	"github.com/acemq/acemq/internal/polltest"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -107,13 +109,7 @@ func (r *rabbit) publish(queue, body string) acemq.PublishResult {
 
 func (r *rabbit) eventually(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	polltest.Eventually(r.t, what, cond)
 }
 
 // take waits for the one message in queue and takes it.
@@ -143,8 +139,8 @@ func (r *rabbit) depth(queue string) int {
 }
 
 func (r *rabbit) counter(name string, attrs map[string]string) int64 {
-	f := &fixture{t: r.t, reader: r.reader}
-	return f.counter(name, attrs)
+	r.t.Helper()
+	return metrictest.Sum(r.t, r.reader, name, attrs)
 }
 
 func TestRabbitLadderToDeadLetters(t *testing.T) {

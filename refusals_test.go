@@ -13,6 +13,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport/memory"
 )
 
@@ -98,24 +99,18 @@ func TestConnectionLimitAtStart(t *testing.T) {
 		_ = srv.Shutdown(ctx)
 		<-runErr
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := srv.CheckReady()
-		if err != nil && strings.Contains(err.Error(), "connection limit (1) is reached") {
-			if !strings.Contains(err.Error(), "has not subscribed every queue yet") || !strings.Contains(err.Error(), "queue orders") {
-				t.Fatalf("CheckReady = %v, want it to say Run has not subscribed and why", err)
-			}
-			break
-		}
+	var ready error
+	polltest.Eventually(t, "CheckReady says the broker refuses the consumer", func() bool {
 		select {
 		case err := <-runErr:
 			t.Fatalf("Run returned while the broker refused its first consumer for now: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CheckReady never said the broker refuses the consumer: %v", err)
-		}
-		time.Sleep(time.Millisecond)
+		ready = srv.CheckReady()
+		return ready != nil && strings.Contains(ready.Error(), "connection limit (1) is reached")
+	})
+	if !strings.Contains(ready.Error(), "has not subscribed every queue yet") || !strings.Contains(ready.Error(), "queue orders") {
+		t.Fatalf("CheckReady = %v, want it to say Run has not subscribed and why", ready)
 	}
 	broker.SetConnectionLimit(-1)
 	select {
@@ -129,11 +124,7 @@ func TestConnectionLimitAtStart(t *testing.T) {
 	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "orders", Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); handled.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not handled")
-		}
-	}
+	polltest.Eventually(t, "the message handled", func() bool { return handled.Load() > 0 })
 	if err := srv.CheckReady(); err != nil {
 		t.Errorf("CheckReady after the limit was lifted = %v", err)
 	}
