@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -18,7 +18,7 @@ type worker struct {
 	ctx       context.Context // the handler's, made anew only once cancelled
 	cancel    context.CancelFunc
 	d         transport.Delivery
-	m         *Message
+	m         message
 	began     time.Time
 	limit     time.Duration // the handler timeout in force when it began; <= 0: none
 	busy      bool          // a handler is running on d
@@ -39,7 +39,7 @@ func newWorker(parent context.Context, groups [2]*sync.WaitGroup) *worker {
 
 // begin records the delivery a handler starts on, with the handler
 // timeout it runs under, and returns the context the handler runs under.
-func (w *worker) begin(d transport.Delivery, m *Message, now time.Time, limit time.Duration) context.Context {
+func (w *worker) begin(d transport.Delivery, m message, now time.Time, limit time.Duration) context.Context {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.d, w.m, w.began, w.limit, w.busy = d, m, now, limit, true
@@ -54,7 +54,7 @@ func (w *worker) end() (owned, takenBack bool) {
 	defer w.mu.Unlock()
 	takenBack = w.takenBack
 	w.busy, w.takenBack = false, false
-	w.d, w.m = transport.Delivery{}, nil
+	w.d, w.m = transport.Delivery{}, message{}
 	w.signal()
 	if w.overdue { // the next handler gets a context of its own
 		w.overdue = false
@@ -74,11 +74,11 @@ func (w *worker) signal() {
 // expire marks a handler running for longer than its timeout at now as
 // overdue, and returns its message, the timeout and what ends its
 // context; a nil message when there is none.
-func (w *worker) expire(now time.Time) (*Message, time.Duration, context.CancelFunc) {
+func (w *worker) expire(now time.Time) (message, time.Duration, context.CancelFunc) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.busy || w.overdue || w.abandoned || w.limit <= 0 || now.Sub(w.began) < w.limit {
-		return nil, 0, nil
+		return message{}, 0, nil
 	}
 	w.overdue = true
 	w.signal()
@@ -90,11 +90,11 @@ func (w *worker) expire(now time.Time) (*Message, time.Duration, context.CancelF
 // broker took the worker's delivery back (it closed the channel for its
 // consumer timeout). It returns the message, whether it turned overdue
 // now, and what ends its context; a nil message when no handler runs.
-func (w *worker) takeBack(now time.Time, timeout time.Duration, stale bool) (*Message, bool, context.CancelFunc) {
+func (w *worker) takeBack(now time.Time, timeout time.Duration, stale bool) (message, bool, context.CancelFunc) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.busy || w.abandoned {
-		return nil, false, nil
+		return message{}, false, nil
 	}
 	w.takenBack = w.takenBack || stale
 	if w.overdue || timeout <= 0 || now.Sub(w.began) < timeout {
@@ -131,11 +131,11 @@ type running struct {
 
 // takeOver takes the delivery of a running handler away from the worker,
 // and marks the worker ended on its behalf.
-func (w *worker) takeOver() (transport.Delivery, *Message, bool) {
+func (w *worker) takeOver() (transport.Delivery, message, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.busy || w.abandoned {
-		return transport.Delivery{}, nil, false
+		return transport.Delivery{}, message{}, false
 	}
 	w.abandoned = true
 	w.signal()

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -45,7 +46,7 @@ func (s settling) instead(st settlement) settling {
 // tried again after a pause, goes on on a goroutine of its own (prefetch
 // bounds how many), so the workers go on with messages that need no
 // publish.
-func (c *consumer) settle(d transport.Delivery, m *Message, s settling) {
+func (c *consumer) settle(d transport.Delivery, m message, s settling) {
 	if s.settle == settleCopy {
 		s.plan = start(s.verdict)
 		if s.where == "process" { // a broker wait counts once the broker took it
@@ -55,7 +56,7 @@ func (c *consumer) settle(d transport.Delivery, m *Message, s settling) {
 	c.carry(d, m, s)
 }
 
-func (c *consumer) carry(d transport.Delivery, m *Message, s settling) {
+func (c *consumer) carry(d transport.Delivery, m message, s settling) {
 	for s.settle == settleCopy {
 		if s.pause.kind != pauseNone && !s.off {
 			c.carryOff(d, m, s)
@@ -68,14 +69,14 @@ func (c *consumer) carry(d transport.Delivery, m *Message, s settling) {
 
 // carryOff goes on with the settlement on a goroutine of the engine's.
 // (Apart from carry, so that carry's arguments stay off the heap.)
-func (c *consumer) carryOff(d transport.Delivery, m *Message, s settling) {
+func (c *consumer) carryOff(d transport.Delivery, m message, s settling) {
 	s.off = true
 	c.e.spawn(func() { c.carry(d, m, s) })
 }
 
 // try waits out the plan's pause, publishes its copy once, and takes the
 // turn next says.
-func (c *consumer) try(d transport.Delivery, m *Message, s settling) settling {
+func (c *consumer) try(d transport.Delivery, m message, s settling) settling {
 	r, err := copyStopped, error(nil)
 	if c.wait(s.pause) {
 		if s.holding && s.why == "missing" {
@@ -92,7 +93,7 @@ func (c *consumer) try(d transport.Delivery, m *Message, s settling) settling {
 	}
 	was := s.plan
 	var t turn
-	s.plan, t = next(c.q, m.env, s.plan, r, err, tooLong)
+	s.plan, t = next(c.q, *m.env, s.plan, r, err, tooLong)
 	return c.turned(m, s, was, t, r, err)
 }
 
@@ -118,8 +119,8 @@ func (c *consumer) wait(p pause) bool {
 // delivery. m is nil for a delivery that is not reported here: one no
 // handler took, or one the stop took over from its handler (that
 // handler's return reports it).
-func (c *consumer) end(d transport.Delivery, m *Message, s settling) {
-	if m != nil {
+func (c *consumer) end(d transport.Delivery, m message, s settling) {
+	if m.env != nil {
 		c.finish(m, s, s.outcome)
 	}
 	var err error
@@ -143,9 +144,9 @@ func (c *consumer) end(d transport.Delivery, m *Message, s settling) {
 }
 
 // idOf is the id of d for a log line, from m once it is read.
-func idOf(d transport.Delivery, m *Message) string {
-	if m != nil {
+func idOf(d transport.Delivery, m message) string {
+	if m.env != nil {
 		return m.ID()
 	}
-	return EnvelopeOf(d).ID
+	return wire.Read(d).ID
 }

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -39,16 +40,6 @@ type verdict struct {
 	// an on-call engineer tells a 429 from a 500 by it after the fact.
 	err error
 }
-
-// ErrNeedsID is what a handler or middleware retries with when the message
-// has no id of its own (Message.IDIsNew) and it needs one that every
-// delivery shares, as idempotency does. The server publishes the message
-// again at once to its own queue, with the id stamped on and the attempt
-// unchanged, and acknowledges the original once the copy is confirmed: one
-// extra publish, only for such messages. The copy goes to the back of the
-// queue. The id is never derived from the content, since two distinct
-// messages with the same body would then be one.
-var ErrNeedsID = errors.New("acemq: the message has no id of its own; stamping one on it")
 
 // settlement is how the original delivery ends.
 type settlement uint8
@@ -91,24 +82,43 @@ type hop struct {
 // queueRun is one queue's settings, resolved once when Run starts: the
 // decision and the executor read it and never change it.
 type queueRun struct {
-	name        string
-	policy      retry.Policy
-	concurrency int
-	prefetch    int
-	declare     bool // declare its topology and publish to rungs
-	delays      bool // the delay queues are there, and can deliver to this queue
-	args        map[string]any
-	bindings    []Binding // to exchanges, declared with the topology
-	strict      bool      // a delivery limit below the attempts stops Run
-	deadLetter  string    // name.dlq
-	parked      string    // name.parked
-	metrics     *queueMetrics
+	name          string
+	policy        retry.Policy
+	concurrency   int
+	prefetch      int
+	declare       bool // declare its topology and publish to rungs
+	delays        bool // the delay queues are there, and can deliver to this queue
+	args          map[string]any
+	topology      transport.Topology // what declaring it declares
+	subscriptions transport.Topology // its bindings to exchanges, declared with the topology
+	strict        bool               // a delivery limit below the attempts stops Run
+	deadLetter    string             // name.dlq
+	parked        string             // name.parked
+	metrics       *queueMetrics
+}
+
+// newQueueRun is the engine's reading of a queue's resolved settings.
+func newQueueRun(q Queue) *queueRun {
+	return &queueRun{
+		name:          q.Name,
+		policy:        q.Policy,
+		concurrency:   q.Concurrency,
+		prefetch:      q.Prefetch,
+		declare:       q.Declare,
+		args:          q.Args,
+		topology:      q.Topology,
+		subscriptions: q.Subscriptions,
+		strict:        q.Strict,
+		deadLetter:    q.DeadLetter,
+		parked:        q.Parked,
+		metrics:       newQueueMetrics(q.Name),
+	}
 }
 
 // decide turns a handler's answer into a verdict, following the settlement
 // table of the wire contract. It does no I/O and takes no lock; its only
 // impurity is the policy's jitter.
-func decide(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
+func decide(q *queueRun, env wire.Envelope, a ack.Ack, now time.Time) verdict {
 	switch a.Outcome() {
 	case ack.OutcomeAccept:
 		return verdict{settle: settleAck}
@@ -130,7 +140,7 @@ func decide(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 // own (ack.RetryAfter). A fatal error, no policy, too great an age, a wait
 // that would end past the maximum age, or no attempts left dead-letter the
 // message instead.
-func decideRetry(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
+func decideRetry(q *queueRun, env wire.Envelope, a ack.Ack, now time.Time) verdict {
 	p, err := q.policy, a.Err()
 	age := ageOf(env, now)
 	switch {
@@ -164,7 +174,7 @@ func decideRetry(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 
 // decideSnooze puts the message off without spending an attempt, bounded
 // by the policy's limit on snoozes and its maximum age.
-func decideSnooze(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
+func decideSnooze(q *queueRun, env wire.Envelope, a ack.Ack, now time.Time) verdict {
 	p := q.policy
 	if p.IsZero() {
 		p = retry.None() // no policy: the default limit and threshold, no age
@@ -184,7 +194,7 @@ func decideSnooze(q *queueRun, env Envelope, a ack.Ack, now time.Time) verdict {
 // pastMaxAge gives up now on a message whose chosen wait d would bring it
 // back older than the policy's maximum age, where it would only be given
 // up on: the reason says so, without the trip.
-func pastMaxAge(q *queueRun, env Envelope, p retry.Policy, age, d time.Duration, what string, err error) (verdict, bool) {
+func pastMaxAge(q *queueRun, env wire.Envelope, p retry.Policy, age, d time.Duration, what string, err error) (verdict, bool) {
 	if !p.TooOld(age + d) {
 		return verdict{}, false
 	}
@@ -200,7 +210,7 @@ func pastMaxAge(q *queueRun, env Envelope, p retry.Policy, age, d time.Duration,
 // delay queues when the server may use them, else held in the process. A
 // wait longer than the delay queues can carry gives up on the message now,
 // rather than fail to publish it again on every delivery.
-func (q *queueRun) wait(env Envelope, w retry.Wait, h hop) verdict {
+func (q *queueRun) wait(env wire.Envelope, w retry.Wait, h hop) verdict {
 	switch {
 	case w.Where == retry.OnDelayQueues && q.delays && w.Delay > delay.Max:
 		return giveUp(q.deadLetter, env, fmt.Sprintf("asked to wait %s, longer than the delay queues' longest wait of %s", w.Delay, delay.Max), "wait_too_long")
@@ -216,11 +226,11 @@ func (q *queueRun) wait(env Envelope, w retry.Wait, h hop) verdict {
 }
 
 // ageOf is the message's age; a producer's clock may be ahead of ours.
-func ageOf(env Envelope, now time.Time) time.Duration { return max(now.Sub(env.CreatedAt), 0) }
+func ageOf(env wire.Envelope, now time.Time) time.Duration { return max(now.Sub(env.CreatedAt), 0) }
 
 // giveUp sets the message aside in queue with its reason; the attempt it
 // failed on stays.
-func giveUp(queue string, env Envelope, reason, cause string) verdict {
+func giveUp(queue string, env wire.Envelope, reason, cause string) verdict {
 	return verdict{settle: settleCopy, cause: cause, copy: hop{to: queue, attempt: env.Attempt, reason: reason}}
 }
 
@@ -228,7 +238,7 @@ func giveUp(queue string, env Envelope, reason, cause string) verdict {
 // property over an AMQP short string, headers over the frame size): park a
 // trimmed copy, with a reason that says what was too large and what the
 // copy was for.
-func unwritable(q *queueRun, env Envelope, v verdict, err error) verdict {
+func unwritable(q *queueRun, env wire.Envelope, v verdict, err error) verdict {
 	was := "a retry"
 	if v.copy.reason != "" {
 		was = v.copy.reason

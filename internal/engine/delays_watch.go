@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -15,19 +15,9 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// DelayCheckEvery is how often a server that uses the delay queues checks
-// that every queue and exchange of their layout exists (about 60 passive
-// declares), and declares what is missing where it may; a delayed copy
-// refused by a missing level has it checked at once. Nothing else would
-// notice a deleted level exchange: the level above keeps what it
-// dead-letters into it, neither ready nor unacked (a quorum queue's
-// messages_dlx, which no passive declare counts), until the exchange is
-// back, and RabbitMQ offers those again only about every 3 minutes
-// (dead_letter_worker_publisher_confirm_timeout). The check runs in the
-// loop of RedeliverEvery, every third pass, on the wall clock for the
-// reason that loop does: an operator deletes an exchange in real time,
-// also under a memory broker whose virtual clock stands still.
-const DelayCheckEvery = 3 * RedeliverEvery
+// delayCheckPasses is how many passes of the redelivery loop make one
+// check of the delay queues' layout (acemq.DelayCheckEvery).
+const delayCheckPasses = 3
 
 // delayCheckGap is the least time between two checks asked for by
 // publishes (noticeDelayMissing), so that a burst of copies refused by a
@@ -50,7 +40,7 @@ func (w *delayWatch) requests() chan string {
 // because a delayed publish to part (a level, or the deliver exchange)
 // came back unroutable or its exchange missing. It never blocks; a check
 // already asked for covers it.
-func (e *engine) noticeDelayMissing(part string) {
+func (e *Engine) noticeDelayMissing(part string) {
 	select {
 	case e.delayWatch.requests() <- part:
 	default:
@@ -68,7 +58,7 @@ func (e *engine) noticeDelayMissing(part string) {
 // dead-lettered waits there. asked names the part a publish found
 // missing, if one did: the layout is then declared again even when
 // nothing is seen missing (a binding, which no passive check sees).
-func (e *engine) checkDelays(queues []*queueRun, asked string) {
+func (e *Engine) checkDelays(queues []*queueRun, asked string) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.publishTimeout)
 	defer cancel()
 	missing, err := e.missingDelays(ctx)

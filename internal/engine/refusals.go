@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type refusals struct {
 
 // noteRefusal is ConsumeOptions.OnRefused for queue: err is a refusal,
 // nil the reconnect that ends the queue's refusals.
-func (e *engine) noteRefusal(queue string, err error) {
+func (e *Engine) noteRefusal(queue string, err error) {
 	r := &e.refused
 	now := time.Now()
 	r.mu.Lock()
@@ -119,7 +119,7 @@ func (r *refusals) check() error {
 // refusal for now, and trying again with backoff when the broker refuses
 // the subscription's first connection for now (a Consume with a
 // connection of its own), until ctx ends or a stop is requested.
-func (e *engine) consumeRefusable(ctx context.Context, q *queueRun, opts transport.ConsumeOptions) (transport.Subscription, error) {
+func (e *Engine) consumeRefusable(ctx context.Context, q *queueRun, opts transport.ConsumeOptions) (transport.Subscription, error) {
 	opts.OnRefused = func(err error) { e.noteRefusal(q.name, err) }
 	for n := 0; ; n++ {
 		sub, err := e.t.Consume(ctx, q.name, opts)

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -27,10 +27,10 @@ import (
 //     delivery not started does). Should the broker take back what the
 //     channel holds meanwhile (consumer_timeout), the redelivery is stale
 //     and dropped: the broker delivers it once more.
-func (c *consumer) redelivery(w *worker, d transport.Delivery, m *Message, pctx context.Context) bool {
+func (c *consumer) redelivery(w *worker, d transport.Delivery, m message, pctx context.Context) bool {
 	s := settling{ctx: pctx}
 	if timeout, ok := c.e.overdue.take(c.q.name, m.ID()); ok {
-		s.verdict = overdue(c.q, m.env, timeout)
+		s.verdict = overdue(c.q, *m.env, timeout)
 		c.settle(d, m, s)
 		return true
 	}
@@ -42,7 +42,7 @@ func (c *consumer) redelivery(w *worker, d transport.Delivery, m *Message, pctx 
 		if t, ok := c.e.overdue.take(c.q.name, m.ID()); ok { // this is the redelivery it was kept for
 			timeout = t
 		}
-		s.verdict = overdue(c.q, m.env, timeout)
+		s.verdict = overdue(c.q, *m.env, timeout)
 		c.settle(d, m, s)
 	case runStopping:
 		select { // given back before the cancel, it would come straight back (see work)
@@ -87,7 +87,7 @@ func (c *consumer) awaitRunning(self *worker, id string) (runEnd, time.Duration)
 	}
 	bound := c.handlerTimeout()
 	if bound <= 0 {
-		bound = DefaultHandlerTimeout
+		bound = c.e.cfg.WaitBound
 	}
 	waited := time.NewTimer(bound)
 	defer waited.Stop()

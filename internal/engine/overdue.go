@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"go.uber.org/zap"
 )
 
@@ -26,7 +27,7 @@ import (
 // in force, at most every second; the returned func stops it and waits for
 // it. It allocates nothing per message: a worker's context is made anew
 // only after it was cancelled.
-func (e *engine) watchHandlers() (stop func()) {
+func (e *Engine) watchHandlers() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	tick := time.NewTimer(e.watchEvery())
 	go func() {
@@ -47,7 +48,7 @@ func (e *engine) watchHandlers() (stop func()) {
 
 // watchEvery is how often the watchdog looks: an eighth of the shortest
 // handler timeout in force, between a millisecond and a second.
-func (e *engine) watchEvery() time.Duration {
+func (e *Engine) watchEvery() time.Duration {
 	shortest := time.Duration(0)
 	for _, c := range e.consumers {
 		if d := c.handlerTimeout(); d > 0 && (shortest == 0 || d < shortest) {
@@ -60,10 +61,10 @@ func (e *engine) watchEvery() time.Duration {
 	return min(max(shortest/8, time.Millisecond), time.Second)
 }
 
-func (e *engine) expireHandlers(now time.Time) {
+func (e *Engine) expireHandlers(now time.Time) {
 	for _, c := range e.consumers {
 		for _, w := range c.workersNow() {
-			if m, timeout, cancel := w.expire(now); m != nil {
+			if m, timeout, cancel := w.expire(now); m.env != nil {
 				e.overdue.add(c.q.name, m.ID(), timeout)
 				e.log.Warn("acemq: a handler ran past the handler timeout; its context is cancelled. Should the broker redeliver its message (consumer_timeout), it is dead-lettered rather than run again",
 					zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.Stringer("timeout", timeout))
@@ -114,7 +115,7 @@ func (s *overdueSet) take(queue, id string) (time.Duration, bool) {
 
 // overdue is the verdict for a redelivery of a message whose handler ran
 // past its timeout: a dead letter naming the timeout.
-func overdue(q *queueRun, env Envelope, timeout time.Duration) verdict {
+func overdue(q *queueRun, env wire.Envelope, timeout time.Duration) verdict {
 	return giveUp(q.deadLetter, env, fmt.Sprintf(
 		"the handler ran past its timeout of %s and the broker delivered the message again (its consumer_timeout closed the channel?), so it is not run again", timeout),
 		"consumer_timeout")

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // consumer is one queue being consumed: its workers take deliveries, run
 // the handler, decide (decide.go) and settle (settle.go).
 type consumer struct {
-	e *engine
+	e *Engine
 	q *queueRun
 
 	mu      sync.Mutex // guards sub and workers, which a resubscribe replaces
@@ -48,7 +48,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			// return counts before RabbitMQ 4.3). So it waits for the
 			// cancel; prefetch bounds what waits so.
 			<-c.e.stop.cancelled
-			c.end(d, nil, unstarted)
+			c.end(d, message{}, unstarted)
 			return true
 		}
 		return c.handle(w, d)
@@ -60,7 +60,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 // is the broker's to hand to another consumer, and holding it would make
 // the drain as long as the queue.
 func (c *consumer) giveBackUnstarted() {
-	c.each(c.subscription(), func(d transport.Delivery) bool { c.end(d, nil, unstarted); return true })
+	c.each(c.subscription(), func(d transport.Delivery) bool { c.end(d, message{}, unstarted); return true })
 }
 
 // each calls f with every delivery until the subscription's channel
@@ -85,7 +85,8 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // and the worker is no longer the engine's. A redelivery is first looked
 // at (redelivery): it may be overdue, or its message still running here.
 func (c *consumer) handle(w *worker, d transport.Delivery) bool {
-	m := newMessage(d, c.e.clock.Now)
+	user, env := c.e.cfg.Receive(d, c.e.clock.Now)
+	m := message{user: user, env: env}
 	pctx, span := c.startProcess(d, m)
 	if d.Redelivered && c.redelivery(w, d, m, pctx) {
 		return true
@@ -119,7 +120,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
 		c.end(d, m, s.instead(settleDrop))
 	default:
-		s.verdict = decide(c.q, m.env, a, c.e.clock.Now())
+		s.verdict = decide(c.q, *m.env, a, c.e.clock.Now())
 		c.settle(d, m, s)
 	}
 	return true
@@ -165,13 +166,13 @@ func (c *consumer) cutOff() int {
 		if d, m, ok := w.takeOver(); ok {
 			n++
 			c.logCut(m)
-			c.end(d, nil, unstarted) // the broker redelivers it; the handler's return reports it
+			c.end(d, message{}, unstarted) // the broker redelivers it; the handler's return reports it
 		}
 	}
 	return n
 }
 
-func (c *consumer) logCut(m *Message) {
+func (c *consumer) logCut(m message) {
 	c.e.log.Warn("acemq: shutdown deadline cut the handler off; the message goes back to the broker",
 		zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()))
 }
@@ -179,7 +180,7 @@ func (c *consumer) logCut(m *Message) {
 // serve calls the handler, turning a panic into a failure that follows the
 // retry policy. This is the one safety net for panics: one must never take
 // the process, and with it every unsettled message of every queue, down.
-func (c *consumer) serve(ctx context.Context, m *Message) (a ack.Ack) {
+func (c *consumer) serve(ctx context.Context, m message) (a ack.Ack) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.e.log.Error("acemq: handler panicked", zap.String("queue", c.q.name), zap.String("id", m.ID()),
@@ -187,5 +188,5 @@ func (c *consumer) serve(ctx context.Context, m *Message) (a ack.Ack) {
 			a = ack.Retry(fmt.Errorf("acemq: handler panicked: %v", r))
 		}
 	}()
-	return c.e.handler.ServeMessage(ctx, m)
+	return c.e.cfg.Serve(ctx, m.user)
 }

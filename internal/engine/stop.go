@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func (st *stop) cutOff() bool { return st.cutHandlers.Load() > 0 }
 // arrives undelivered to a handler, wait for running handlers and held
 // messages until the deadline, cut off what is left, then release the
 // subscriptions.
-func (e *engine) drain() {
+func (e *Engine) drain() {
 	deadline := e.stop.deadlineOf()
 	cancelCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(5*time.Second))
 	for _, c := range e.consumers {
@@ -141,7 +141,7 @@ func (e *engine) drain() {
 	e.closeSubscriptions()
 }
 
-func (e *engine) closeSubscriptions() {
+func (e *Engine) closeSubscriptions() {
 	for _, c := range e.consumers {
 		if err := c.subscription().Close(); err != nil {
 			e.log.Debug("acemq: close subscription", zap.String("queue", c.q.name), zap.Error(err))

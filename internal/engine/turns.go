@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // publish: its log line, its metrics, a queue declared again. was is the
 // plan the publish was made under, s the settlement with next's plan, r
 // and err how the publish went. It returns s with what the turn noted on it.
-func (c *consumer) turned(m *Message, s settling, was plan, t turn, r published, err error) settling {
+func (c *consumer) turned(m message, s settling, was plan, t turn, r published, err error) settling {
 	if was.holding && (!s.holding || s.settle != settleCopy) { // no longer held
 		c.e.inst.held.Add(context.Background(), -1, c.heldAttrs(was.copy.to, s.why))
 	}
@@ -74,7 +74,7 @@ func (c *consumer) turned(m *Message, s settling, was plan, t turn, r published,
 }
 
 // placed counts and logs a copy the broker took, by what it was for.
-func (c *consumer) placed(m *Message, s settling) {
+func (c *consumer) placed(m message, s settling) {
 	switch {
 	case s.cause != "":
 		c.e.inst.deadLettered.Add(s.ctx, 1, c.q.metrics.sets(s.outcome, s.cause).add...)
@@ -91,7 +91,7 @@ func (c *consumer) placed(m *Message, s settling) {
 
 // missing counts, notes and logs a rung or delay level that reached no
 // queue, and declares it again where the server may.
-func (c *consumer) missing(m *Message, s settling, was plan, t turn) {
+func (c *consumer) missing(m message, s settling, was plan, t turn) {
 	name, what := was.copy.to, "acemq: retry rung queue is missing, so this wait is held in the process instead, where a restart cuts it short. "+
 		"Declare it: Transport.Declare(ctx, acemq.Topology(queue, policy, args)), or run the server with declare on (QueueConfig.NoDeclare false)"
 	if t == turnDelaysMissing {
@@ -108,7 +108,7 @@ func (c *consumer) missing(m *Message, s settling, was plan, t turn) {
 	}
 }
 
-func (c *consumer) hopFields(m *Message, v verdict) []zap.Field {
+func (c *consumer) hopFields(m message, v verdict) []zap.Field {
 	fields := []zap.Field{zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.String("to", v.copy.to)}
 	if v.copy.reason != "" {
 		fields = append(fields, zap.String("reason", v.copy.reason))
@@ -129,7 +129,7 @@ const retryErrorCap = 1 << 10
 
 // count counts a retry scheduled, by where it waits, or a snooze, and
 // logs it with its wait, where it waits and, for a retry, its error.
-func (c *consumer) count(m *Message, v verdict) {
+func (c *consumer) count(m message, v verdict) {
 	wait, where := v.copy.wait, retry.InProcess
 	switch v.where {
 	case "broker":

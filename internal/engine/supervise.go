@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"sync"
@@ -9,24 +9,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/acemq/acemq/internal/telemetry"
-)
-
-// The family's metric names, exact.
-const (
-	MetricDeadLettered   = "acemq.messages.dead.lettered.total"
-	MetricSetAsideFailed = "acemq.messages.set.aside.failed"
-	MetricRungMissing    = "acemq.retry.rung.missing"
-	MetricHandled        = "acemq.messages.handled"
-	MetricRetries        = "acemq.retry.scheduled"
-	MetricDuration       = "acemq.handler.duration"
-	MetricAge            = "acemq.message.age"
-	MetricInFlight       = "acemq.messages.in.flight"
-	MetricConfirmLatency = "acemq.publish.confirm.duration"
-	MetricHeld           = "acemq.messages.held"
-	MetricIDStamped      = "acemq.messages.id.stamped"
-	MetricSnoozed        = "acemq.messages.snoozed"
-	MetricDelayRedeliver = "acemq.delay.redelivered"
-	MetricRefusals       = "acemq.connection.refusals"
 )
 
 // meterName is the instrumentation scope of every instrument and span here.
@@ -128,33 +110,33 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	in := &instruments{}
 	// Instrument creation fails only on an invalid name; ours are constants,
 	// and a failed instrument is a no-op one, so the errors are not fatal.
-	in.deadLettered, _ = m.Int64Counter(MetricDeadLettered, metric.WithUnit("{message}"),
+	in.deadLettered, _ = m.Int64Counter(telemetry.MetricDeadLettered, metric.WithUnit("{message}"),
 		metric.WithDescription("Messages given up on, by queue and outcome, the cause (exhausted, too_old, rejected, no_policy, parked, no_answer, unwritable, snooze_limit, wait_too_long, consumer_timeout): the give-ups of acemq.messages.handled."))
-	in.setAsideFailed, _ = m.Int64Counter(MetricSetAsideFailed,
+	in.setAsideFailed, _ = m.Int64Counter(telemetry.MetricSetAsideFailed,
 		metric.WithDescription("Dead letters, parks and retries whose copy the broker refused (attribute why: missing, nacked, refused); the original is held and the copy tried again, or rejected to the queue's own dead-letter route."))
-	in.rungMissing, _ = m.Int64Counter(MetricRungMissing,
+	in.rungMissing, _ = m.Int64Counter(telemetry.MetricRungMissing,
 		metric.WithDescription("Broker waits that fell back to an in-process wait because the rung queue or the delay queues' level (attribute rung) is missing; and, with attribute kind (queue or exchange), parts of the delay queues' layout the server's periodic check found missing."))
-	in.handled, _ = m.Int64Counter(MetricHandled, metric.WithUnit("{message}"),
+	in.handled, _ = m.Int64Counter(telemetry.MetricHandled, metric.WithUnit("{message}"),
 		metric.WithDescription("Deliveries settled, by queue and outcome: what the server did (accept, retry, snooze, requeue, stamped, given_back, own_dead_letter_route, or the cause of a give-up)."))
-	in.retries, _ = m.Int64Counter(MetricRetries,
+	in.retries, _ = m.Int64Counter(telemetry.MetricRetries,
 		metric.WithDescription("Retries scheduled, by where the wait happens (process, broker for a rung, delays for the delay queues)."))
-	in.duration, _ = m.Float64Histogram(MetricDuration, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
+	in.duration, _ = m.Float64Histogram(telemetry.MetricDuration, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
 		metric.WithDescription("Time a handler (with its middleware) took, by queue and the outcome of its delivery."))
-	in.age, _ = m.Float64Histogram(MetricAge, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(ageBuckets...),
+	in.age, _ = m.Float64Histogram(telemetry.MetricAge, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(ageBuckets...),
 		metric.WithDescription("Age of a message when the server settled its delivery, from x-acemq-created (its first publish, kept across retries) by the server's clock, by queue and outcome: end to end, waits included."))
-	in.inFlight, _ = m.Int64UpDownCounter(MetricInFlight,
+	in.inFlight, _ = m.Int64UpDownCounter(telemetry.MetricInFlight,
 		metric.WithDescription("Messages being handled now, by queue."))
-	in.confirm, _ = m.Float64Histogram(MetricConfirmLatency, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
+	in.confirm, _ = m.Float64Histogram(telemetry.MetricConfirmLatency, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
 		metric.WithDescription("Time from publish to the broker's confirm, for the library's own hops."))
-	in.stamped, _ = m.Int64Counter(MetricIDStamped,
+	in.stamped, _ = m.Int64Counter(telemetry.MetricIDStamped,
 		metric.WithDescription("Messages with no id of their own, published again with one (ErrNeedsID) before a handler ran."))
-	in.snoozed, _ = m.Int64Counter(MetricSnoozed,
+	in.snoozed, _ = m.Int64Counter(telemetry.MetricSnoozed,
 		metric.WithDescription("Messages put off by their handler (ack.Snooze) without spending an attempt, by where the wait happens."))
-	in.redelivered, _ = m.Int64Counter(MetricDelayRedeliver,
+	in.redelivered, _ = m.Int64Counter(telemetry.MetricDelayRedeliver,
 		metric.WithDescription("Due delayed messages whose destination was missing when they were due, sent again from acemq.delay.v1.undeliverable (attribute result: arrived, waiting)."))
-	in.refusals, _ = m.Int64Counter(MetricRefusals, metric.WithUnit("{refusal}"),
+	in.refusals, _ = m.Int64Counter(telemetry.MetricRefusals, metric.WithUnit("{refusal}"),
 		metric.WithDescription("Connection attempts of a queue's consumer that the broker refused for now, by queue and reason (connection_limit, user_connection_limit, node_connection_limit, vhost_down, node_not_accepting); each is dialled again with backoff, and Run goes on."))
-	in.held, _ = m.Int64UpDownCounter(MetricHeld,
+	in.held, _ = m.Int64UpDownCounter(telemetry.MetricHeld,
 		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in
 }
@@ -205,7 +187,7 @@ func newQueueMetrics(queue string) *queueMetrics {
 
 func (qm *queueMetrics) outcomeSets(name string) outcomeSets {
 	set := metric.WithAttributeSet(attribute.NewSet(qm.queue, attribute.String("outcome", name)))
-	return outcomeSets{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}, attr: attrOutcome.String(name)}
+	return outcomeSets{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}, attr: telemetry.AttrOutcome.String(name)}
 }
 
 // sets returns the attribute options of outcome o, or of the give-up

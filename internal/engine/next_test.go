@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -18,9 +19,10 @@ import (
 func TestNext(t *testing.T) {
 	t.Parallel()
 	rungs := retry.Exponential(4, 40*time.Second, time.Hour)
-	plain := (&Server{Retry: rungs}).resolve("orders")
-	ownRoute := (&Server{Retry: rungs, Queues: map[string]QueueConfig{"orders": {Args: map[string]any{"x-dead-letter-exchange": ""}}}}).resolve("orders")
-	env := Envelope{ID: "m-1", Attempt: 2}
+	plain := queueFor("orders", rungs)
+	ownRoute := queueFor("orders", rungs)
+	ownRoute.args = map[string]any{"x-dead-letter-exchange": ""}
+	env := wire.Envelope{ID: "m-1", Attempt: 2}
 	retryRung := verdict{settle: settleCopy, where: "broker", copy: hop{to: "orders.retry.1m20s", attempt: 3, rung: true, delay: 80 * time.Second}}
 	retryDelayed := verdict{settle: settleCopy, where: "delays", copy: hop{to: "orders", attempt: 3, delayed: true, delay: 80 * time.Second}}
 	dead := giveUp("orders.dlq", env, "exhausted 2 attempts: boom", "exhausted")
@@ -163,8 +165,8 @@ func TestNext(t *testing.T) {
 // turns into a hot loop.
 func TestNextNeverLoopsOnAFailure(t *testing.T) {
 	t.Parallel()
-	q := (&Server{Retry: retry.Fixed(3, time.Second)}).resolve("orders")
-	env := Envelope{ID: "m-1", Attempt: 1}
+	q := queueFor("orders", retry.Fixed(3, time.Second))
+	env := wire.Envelope{ID: "m-1", Attempt: 1}
 	for r := copyUnroutable; r <= copyStopped; r++ {
 		p := start(giveUp(q.deadLetter, env, "x", "rejected"))
 		for i := range 50 {

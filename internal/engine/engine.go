@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -16,16 +16,15 @@ import (
 // engine is one Run of a Server. It owns everything the run starts: the
 // consumers, their workers, the messages held in the process, and the stop
 // (stop.go) that ends them in a documented order.
-type engine struct {
+type Engine struct {
 	t               transport.Transport
-	handler         Handler
 	log             *zap.Logger
 	clock           transport.Clock // message time: waits and ages
 	inst            *instruments
 	publishTimeout  time.Duration
 	shutdownTimeout time.Duration
 	handlerTimeout  time.Duration // <= 0: none
-	srv             *Server       // read only by run, to resolve its settings
+	cfg             Config
 
 	broker     brokerInfo // what the broker said it is, read once by subscribe
 	consumers  []*consumer
@@ -40,31 +39,35 @@ type engine struct {
 	cancelHandlers context.CancelFunc
 }
 
-// newEngine captures the server's settings; it does no I/O and starts
-// nothing, so a Shutdown can find the engine before it has declared.
-func newEngine(s *Server) *engine {
-	return &engine{
-		t:               s.Transport,
-		handler:         s.Handler,
-		log:             logging.Or(s.Logger),
-		clock:           clockOf(s.Transport, s.Clock),
-		inst:            newInstruments(s.MeterProvider),
-		publishTimeout:  s.publishTimeout(),
-		shutdownTimeout: s.shutdownTimeout(),
-		handlerTimeout:  s.handlerTimeout(),
-		srv:             s,
+// New makes the engine of one Run from its settings; it does no I/O and
+// starts nothing, so a Shutdown can find the engine before it has
+// declared.
+func New(cfg Config) *Engine {
+	return &Engine{
+		t:               cfg.Transport,
+		log:             logging.Or(cfg.Logger),
+		clock:           cfg.Clock,
+		inst:            newInstruments(cfg.MeterProvider),
+		publishTimeout:  cfg.PublishTimeout,
+		shutdownTimeout: cfg.ShutdownTimeout,
+		handlerTimeout:  cfg.HandlerTimeout,
+		cfg:             cfg,
 		stop:            newStop(),
 	}
 }
 
-// run resolves the settings, declares, subscribes and works until a stop
-// is requested or a consumer fails, then drains. It closes stop.ended as
-// it returns.
-func (e *engine) run(ctx context.Context) error {
+// Run resolves the queues' settings (resolve, the root's), declares,
+// subscribes and works until a stop is requested or a consumer fails,
+// then drains. It closes the stop's ended as it returns.
+func (e *Engine) Run(ctx context.Context, resolve func() ([]Queue, error)) error {
 	defer close(e.stop.ended)
-	queues, err := e.srv.queueRuns()
+	specs, err := resolve()
 	if err != nil {
 		return err
+	}
+	queues := make([]*queueRun, len(specs))
+	for i, q := range specs {
+		queues[i] = newQueueRun(q)
 	}
 	if e.t == nil {
 		return fmt.Errorf("acemq: Server.Transport is nil")
@@ -80,7 +83,9 @@ func (e *engine) run(ctx context.Context) error {
 		c.consuming.Store(true)
 		c.start()
 	}
-	e.srv.markReady()
+	if e.cfg.Ready != nil {
+		e.cfg.Ready()
+	}
 	e.logStarted(queues)
 	started := time.Now()
 	defer e.watchHandlers()() // after the drain, when no handler of the engine's runs
@@ -107,7 +112,7 @@ func (e *engine) run(ctx context.Context) error {
 // checks it is there (where it is off), then consumes each queue: all
 // declarations first, so that no message arrives before every rung and
 // delay queue it may need exists.
-func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
+func (e *Engine) subscribe(ctx context.Context, queues []*queueRun) error {
 	if err := e.identify(ctx); err != nil {
 		return err
 	}
@@ -152,12 +157,12 @@ func (e *engine) subscribe(ctx context.Context, queues []*queueRun) error {
 // declare declares q's topology, and binds it to the delay queues where
 // it uses them: at start-up, and again when a queue of it was deleted
 // under the server.
-func (e *engine) declare(ctx context.Context, q *queueRun) error {
-	if err := e.t.Declare(ctx, Topology(q.name, q.policy, q.args)); err != nil {
+func (e *Engine) declare(ctx context.Context, q *queueRun) error {
+	if err := e.t.Declare(ctx, q.topology); err != nil {
 		return fmt.Errorf("acemq: declare topology of queue %s: %w", q.name, err)
 	}
-	if len(q.bindings) > 0 {
-		if err := e.t.Declare(ctx, q.subscriptions()); err != nil {
+	if len(q.subscriptions.Exchanges)+len(q.subscriptions.Bindings) > 0 {
+		if err := e.t.Declare(ctx, q.subscriptions); err != nil {
 			return fmt.Errorf("acemq: declare the bindings of queue %s: %w", q.name, err)
 		}
 	}
@@ -169,7 +174,7 @@ func (e *engine) declare(ctx context.Context, q *queueRun) error {
 
 // consume subscribes to q: at start-up, and again after the broker ended
 // its consumer.
-func (e *engine) consume(ctx context.Context, q *queueRun) (transport.Subscription, error) {
+func (e *Engine) consume(ctx context.Context, q *queueRun) (transport.Subscription, error) {
 	sub, err := e.consumeRefusable(ctx, q, e.consumeOptions(q)) // brokertimeout.go, refusals.go
 	if err != nil {
 		return nil, fmt.Errorf("acemq: consume queue %s: %w", q.name, err)
@@ -179,7 +184,7 @@ func (e *engine) consume(ctx context.Context, q *queueRun) (transport.Subscripti
 
 // spawn runs f on a goroutine of the engine's: the drain waits for it.
 // Call it from Run's goroutine or from another goroutine of the engine's.
-func (e *engine) spawn(f func()) {
+func (e *Engine) spawn(f func()) {
 	e.running.Add(1)
 	go func() {
 		defer e.running.Done()
@@ -203,7 +208,7 @@ func (b brokerInfo) major() int {
 
 // identify asks the broker what it is, once: the delay queues' layout and
 // the delivery-limit check depend on its version.
-func (e *engine) identify(ctx context.Context) error {
+func (e *Engine) identify(ctx context.Context) error {
 	v, ok := e.t.(transport.Versioned)
 	if !ok {
 		return nil

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"math"
@@ -108,7 +108,7 @@ func (s *overdueSet) consumerOf(queue string) *consumer {
 // the report of the broker's consumer timeouts. It first learns the
 // timeout q's declaration states (x-consumer-timeout), so that a
 // HandlerTimeout above it is warned of at start-up.
-func (e *engine) consumeOptions(q *queueRun) transport.ConsumeOptions {
+func (e *Engine) consumeOptions(q *queueRun) transport.ConsumeOptions {
 	if d := declaredTimeout(q); d > 0 {
 		e.learnt(q.name, d, "the queue's x-consumer-timeout argument")
 	}
@@ -145,7 +145,7 @@ func declaredTimeout(q *queueRun) time.Duration {
 // learnt records the broker's consumer timeout for queue and, when it
 // lowers what was known, logs once what it does to the queue's handlers:
 // a warning when it caps them below HandlerTimeout.
-func (e *engine) learnt(queue string, timeout time.Duration, from string) {
+func (e *Engine) learnt(queue string, timeout time.Duration, from string) {
 	if !e.overdue.learn(queue, timeout) {
 		return
 	}
@@ -167,7 +167,7 @@ func (e *engine) learnt(queue string, timeout time.Duration, from string) {
 // overdue when it has run at least that long, which cancels its context
 // and dead-letters its redelivery. It runs on the transport's goroutine
 // before the subscription consumes again, so before any redelivery.
-func (e *engine) consumerTimedOut(q *queueRun, timeout time.Duration, now time.Time) {
+func (e *Engine) consumerTimedOut(q *queueRun, timeout time.Duration, now time.Time) {
 	if timeout > 0 {
 		e.learnt(q.name, timeout, "the broker closed the consumer's channel")
 	} else {
@@ -189,7 +189,7 @@ func (e *engine) consumerTimedOut(q *queueRun, timeout time.Duration, now time.T
 // remembered, so that its redelivery is dead-lettered. With stale (the
 // broker closed the channel) it also lost its delivery: its answer will
 // be discarded.
-func (e *engine) markOverdue(q *queueRun, w *worker, now time.Time, timeout time.Duration, stale bool) {
+func (e *Engine) markOverdue(q *queueRun, w *worker, now time.Time, timeout time.Duration, stale bool) {
 	m, overdue, cancel := w.takeBack(now, timeout, stale)
 	if !overdue {
 		return

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // .parked. A missing one stops Run with ErrMissingTopology, naming it and
 // the command that declares it, rather than holding every dead letter
 // unacknowledged later.
-func (e *engine) preflight(ctx context.Context, q *queueRun) error {
+func (e *Engine) preflight(ctx context.Context, q *queueRun) error {
 	for _, name := range []string{q.name, q.deadLetter, q.parked} {
 		_, err := e.t.Inspect(ctx, name)
 		switch {

@@ -1,7 +1,6 @@
-package acemq
+package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,8 +8,8 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/ack"
-	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -25,8 +24,7 @@ func TestDecide(t *testing.T) {
 	rungs := retry.Exponential(4, 40*time.Second, time.Hour)
 	aged := retry.Fixed(5, time.Second).WithJitter(0).GiveUpAfter(time.Hour)
 	onDelays := rungs.WithJitter(0).OnDelayQueues()
-	badBody := Decoded(codec.JSON, func(context.Context, *Message, struct{}) ack.Ack { return ack.Accept() }).
-		ServeMessage(context.Background(), NewMessage("orders", []byte("{not json"), nil))
+	badBody := ack.Park(fmt.Errorf("decode: %w", errors.New("invalid character 'n' looking for beginning of object key string")))
 
 	tests := []struct {
 		name    string
@@ -58,7 +56,7 @@ func TestDecide(t *testing.T) {
 		{name: "dead letter", policy: ladder, attempt: 2, answer: ack.DeadLetter(errors.New("no such customer")),
 			want: verdict{settle: settleCopy, cause: "rejected", copy: hop{to: "orders.dlq", attempt: 2, reason: "the handler rejected it: no such customer"}}},
 		{name: "park", attempt: 1, answer: ack.Park(errors.New("schema v9")),
-			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: "could not be decoded: schema v9"}}},
+			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: "the handler parked it: schema v9"}}},
 		{name: "decode failure", attempt: 1, answer: badBody,
 			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: badBody.Reason()}}},
 		{name: "too old by the middleware", attempt: 1, answer: ack.TooOld(time.Minute, boom),
@@ -97,9 +95,9 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := &Server{Retry: tt.policy, NoDeclare: tt.noDecl}
-			env := Envelope{ID: "m-1", Attempt: max(tt.attempt, 1), Snoozes: tt.snoozes, CreatedAt: now.Add(-tt.age), Queue: "orders"}
-			q := s.resolve("orders")
+			env := wire.Envelope{ID: "m-1", Attempt: max(tt.attempt, 1), Snoozes: tt.snoozes, CreatedAt: now.Add(-tt.age), Queue: "orders"}
+			q := queueFor("orders", tt.policy)
+			q.declare = !tt.noDecl
 			q.delays = !tt.noDelay && !tt.noDecl
 			got := decide(q, env, tt.answer, now)
 			// A retry carries its error for its log line, and nothing else does.
@@ -120,16 +118,16 @@ func TestDecide(t *testing.T) {
 // that reaches no queue has no such fall-back.
 func TestDecideRungMissing(t *testing.T) {
 	t.Parallel()
-	q := (&Server{Retry: retry.Exponential(4, 40*time.Second, time.Hour)}).resolve("orders")
+	q := queueFor("orders", retry.Exponential(4, 40*time.Second, time.Hour))
 	now := time.Now()
 	x := errors.New("x")
-	v := decide(q, Envelope{Attempt: 1, CreatedAt: now}, ack.Retry(x), now)
+	v := decide(q, wire.Envelope{Attempt: 1, CreatedAt: now}, ack.Retry(x), now)
 	got := v.inProcessInstead(q.name)
 	want := verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: 40 * time.Second}, err: x}
 	if got != want {
 		t.Errorf("inProcessInstead = %+v, want %+v", got, want)
 	}
-	if d := decide(q, Envelope{Attempt: 1, CreatedAt: now}, ack.DeadLetter(errors.New("x")), now); d.copy.rung {
+	if d := decide(q, wire.Envelope{Attempt: 1, CreatedAt: now}, ack.DeadLetter(errors.New("x")), now); d.copy.rung {
 		t.Errorf("a dead letter may fall back to a wait: %+v", d)
 	}
 }
@@ -138,10 +136,10 @@ func TestDecideRungMissing(t *testing.T) {
 // an in-process wait, stays within ±20%.
 func TestDecideJitterStaysInBounds(t *testing.T) {
 	t.Parallel()
-	q := (&Server{Retry: retry.Exponential(5, time.Second, time.Minute)}).resolve("orders")
+	q := queueFor("orders", retry.Exponential(5, time.Second, time.Minute))
 	now := time.Now()
 	for range 1000 {
-		v := decide(q, Envelope{Attempt: 2, CreatedAt: now}, ack.Retry(errors.New("x")), now)
+		v := decide(q, wire.Envelope{Attempt: 2, CreatedAt: now}, ack.Retry(errors.New("x")), now)
 		if w := v.copy.wait; w < 1600*time.Millisecond || w > 2400*time.Millisecond || v.copy.to != "orders" {
 			t.Fatalf("second wait %v to %s, want 2s ±20%% in the process", w, v.copy.to)
 		}
@@ -152,9 +150,9 @@ func TestDecideJitterStaysInBounds(t *testing.T) {
 // negative age, read as zero, never as too old.
 func TestDecideAgeFromTheFuture(t *testing.T) {
 	t.Parallel()
-	q := (&Server{Retry: retry.Fixed(3, time.Second).GiveUpAfter(time.Minute)}).resolve("orders")
+	q := queueFor("orders", retry.Fixed(3, time.Second).GiveUpAfter(time.Minute))
 	now := time.Now()
-	v := decide(q, Envelope{Attempt: 1, CreatedAt: now.Add(time.Hour)}, ack.Retry(errors.New("x")), now)
+	v := decide(q, wire.Envelope{Attempt: 1, CreatedAt: now.Add(time.Hour)}, ack.Retry(errors.New("x")), now)
 	if v.cause != "" || v.copy.to != "orders" {
 		t.Errorf("a message from the future: %+v", v)
 	}
@@ -164,8 +162,8 @@ func TestDecideAgeFromTheFuture(t *testing.T) {
 // with a reason that names the limit and what the copy was for.
 func TestDecideUnwritable(t *testing.T) {
 	t.Parallel()
-	q := (&Server{}).resolve("orders")
-	env := Envelope{Attempt: 3}
+	q := queueFor("orders", retry.Policy{})
+	env := wire.Envelope{Attempt: 3}
 	tooLong := fmt.Errorf("publish: %w", &transport.LimitError{Field: "headers", Size: 140000, Limit: 129016})
 	dead := giveUp(q.deadLetter, env, "exhausted 3 attempts: boom", "exhausted")
 	got := unwritable(q, env, dead, tooLong)

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 // context the copy carries in place of the one it came with: the next
 // attempt's process span joins the trace. It says what became of it; what
 // that means for the original is next's to say.
-func (c *consumer) publishOnce(ctx context.Context, m *Message, d transport.Delivery, h hop) (published, error) {
-	p := wire.Copy(d, wire.Envelope(m.env), h.to, h.attempt, h.reason)
+func (c *consumer) publishOnce(ctx context.Context, m message, d transport.Delivery, h hop) (published, error) {
+	p := wire.Copy(d, *m.env, h.to, h.attempt, h.reason)
 	if h.snoozes > 0 {
 		p.Headers[wire.Snoozes] = int64(h.snoozes)
 	}
@@ -42,7 +42,7 @@ func (c *consumer) publishOnce(ctx context.Context, m *Message, d transport.Deli
 	tracer, prop := c.e.tracing()
 	pctx, span := telemetry.StartPublish(trace.ContextWithSpan(pctx, trace.SpanFromContext(ctx)), tracer,
 		telemetry.Publish{Exchange: p.Exchange, RoutingKey: p.RoutingKey, ID: m.env.ID, CorrelationID: p.CorrelationID, BodySize: len(p.Body)},
-		attrTo.String(h.to), attrAttempt.Int(h.attempt))
+		telemetry.AttrTo.String(h.to), telemetry.AttrAttempt.Int(h.attempt))
 	defer span.End()
 	prop.Inject(pctx, p.Headers)
 	began := time.Now()

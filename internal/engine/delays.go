@@ -1,7 +1,6 @@
-package acemq
+package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,25 +15,13 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// RedeliverEvery is how often a server that uses the delay queues sends
-// the due messages whose destination was missing (in
-// acemq.delay.v1.undeliverable) round again: a destination that comes back
-// gets them within this long.
-const RedeliverEvery = 10 * time.Second
-
-// ErrMissingTopology is what Run returns when declaration is off (or not
-// permitted) and a queue, exchange or the delay queues the server needs do
-// not exist. The error names what is missing and the command that
-// declares it.
-var ErrMissingTopology = errors.New("acemq: topology missing")
-
 // delayQueues says whether the delay queues can carry the server's waits,
 // declaring them where the server may. A server that may not (declare off,
 // or refused configure rights) checks that they exist: when a queue's
 // policy spends its waits there, their absence stops Run with
 // ErrMissingTopology; otherwise the waits a handler chooses (RetryAfter,
 // Snooze) are held in the process instead, and a warning says so.
-func (e *engine) delayQueues(ctx context.Context, queues []*queueRun) (bool, error) {
+func (e *Engine) delayQueues(ctx context.Context, queues []*queueRun) (bool, error) {
 	declare := slices.ContainsFunc(queues, func(q *queueRun) bool { return q.declare })
 	if declare {
 		err := e.declareDelays(ctx)
@@ -68,7 +55,7 @@ func (e *engine) delayQueues(ctx context.Context, queues []*queueRun) (bool, err
 // broker supports them, else the classic layout, whose loss mode
 // docs/operators.md states. Queues declared classic by an older broker are
 // kept after an upgrade: RabbitMQ refuses to change a queue's type.
-func (e *engine) declareDelays(ctx context.Context) error {
+func (e *Engine) declareDelays(ctx context.Context) error {
 	quorum := delay.SupportsQuorum(e.broker.product, e.broker.version)
 	if !quorum {
 		e.log.Warn("acemq: the broker cannot hold quorum queues with at-least-once dead-lettering, so the delay queues are classic: a node lost while messages wait on them loses those messages",
@@ -95,7 +82,7 @@ func (e *engine) declareDelays(ctx context.Context) error {
 // missingDelays names the delay queues that do not exist, and their
 // exchanges where the transport can check an exchange
 // (transport.ExchangeInspector; named "exchange X"), checked passively.
-func (e *engine) missingDelays(ctx context.Context) ([]string, error) {
+func (e *Engine) missingDelays(ctx context.Context) ([]string, error) {
 	var missing []string
 	for _, n := range delay.Queues() {
 		_, err := e.t.Inspect(ctx, n)
@@ -126,14 +113,14 @@ func (e *engine) missingDelays(ctx context.Context) ([]string, error) {
 // due messages reach it at once. Without the binding (a user that may not
 // bind) they still arrive, through acemq.delay.v1.undeliverable, up to
 // RedeliverEvery late.
-func (e *engine) bindDelays(ctx context.Context, q *queueRun) error {
+func (e *Engine) bindDelays(ctx context.Context, q *queueRun) error {
 	b, err := delay.Bind(q.name)
 	if err != nil {
 		return nil // delayable checked it: the queue's waits are held in the process
 	}
 	if err := e.t.Declare(ctx, transport.Topology{Bindings: []transport.Binding{b}}); err != nil {
 		if errors.Is(err, transport.ErrAccessRefused) {
-			e.log.Warn("acemq: may not bind the queue to the delay queues; its delayed messages arrive through "+delay.Undeliverable+", up to "+RedeliverEvery.String()+" late. Bind it: acemq topology --delays --apply --queue "+q.name,
+			e.log.Warn("acemq: may not bind the queue to the delay queues; its delayed messages arrive through "+delay.Undeliverable+", up to "+e.cfg.RedeliverEvery.String()+" late. Bind it: acemq topology --delays --apply --queue "+q.name,
 				zap.String("queue", q.name), zap.Error(err))
 			return nil
 		}
@@ -145,7 +132,7 @@ func (e *engine) bindDelays(ctx context.Context, q *queueRun) error {
 // delayable says whether a delayed message can name q as its destination
 // (delay.CanDeliver); a queue it cannot has its waits held in the
 // process, and a warning says so once.
-func (e *engine) delayable(q *queueRun) bool {
+func (e *Engine) delayable(q *queueRun) bool {
 	if err := delay.CanDeliver(q.name); err != nil {
 		e.log.Warn("acemq: the delay queues cannot deliver to this queue, so its long waits are held in the process", zap.String("queue", q.name), zap.Error(err))
 		return false
@@ -155,13 +142,13 @@ func (e *engine) delayable(q *queueRun) bool {
 
 // redeliverDue sends the due messages for the server's own queues whose
 // queue was missing round again every RedeliverEvery, and checks the delay
-// queues' layout every DelayCheckEvery and whenever a publish asks
+// queues' layout every acemq.DelayCheckEvery and whenever a publish asks
 // (noticeDelayMissing), until the stop is requested; the due messages for
 // other queues are left to whoever serves them. It runs on the wall clock,
 // not the engine's: a destination comes back in real time, also under a
 // memory broker whose virtual clock stands still (the level queues' waits
 // are the ones that move with it).
-func (e *engine) redeliverDue(queues []*queueRun) {
+func (e *Engine) redeliverDue(queues []*queueRun) {
 	var own []string
 	for _, q := range queues {
 		if q.delays {
@@ -170,7 +157,7 @@ func (e *engine) redeliverDue(queues []*queueRun) {
 	}
 	arrived := metric.WithAttributes(attribute.String("result", "arrived"))
 	waiting := metric.WithAttributes(attribute.String("result", "waiting"))
-	every := cmp.Or(e.srv.redeliverEvery, RedeliverEvery)
+	every := e.cfg.RedeliverEvery
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var lastAsked time.Time
@@ -187,7 +174,7 @@ func (e *engine) redeliverDue(queues []*queueRun) {
 		case <-e.stop.requested:
 			return
 		}
-		if pass%int(DelayCheckEvery/RedeliverEvery) == 0 {
+		if pass%delayCheckPasses == 0 {
 			e.checkDelays(queues, "")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.publishTimeout)
@@ -199,7 +186,7 @@ func (e *engine) redeliverDue(queues []*queueRun) {
 		}
 		for to, n := range r.Waiting {
 			e.inst.redelivered.Add(context.Background(), int64(n), waiting)
-			e.log.Warn("acemq: due delayed messages wait in "+delay.Undeliverable+" for a queue that does not exist; they go round again every "+RedeliverEvery.String(),
+			e.log.Warn("acemq: due delayed messages wait in "+delay.Undeliverable+" for a queue that does not exist; they go round again every "+e.cfg.RedeliverEvery.String(),
 				zap.String("destination", to), zap.Int("messages", n))
 		}
 		if err != nil && !errors.Is(err, transport.ErrClosed) {

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -14,26 +14,13 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// The server's own span attributes, beside the semantic conventions'.
-const (
-	attrOutcome     = attribute.Key("acemq.outcome")     // what the server did: the outcome attribute of the metrics
-	attrAnswer      = attribute.Key("acemq.answer")      // what the handler answered (ack.Outcome)
-	attrAttempt     = attribute.Key("acemq.attempt")     // x-acemq-attempt, of the delivery or of the copy
-	attrRedelivered = attribute.Key("acemq.redelivered") // the broker's redelivered flag
-	attrTo          = attribute.Key("acemq.to")          // the queue a copy is for
-	attrWhere       = attribute.Key("acemq.where")       // where a retry or snooze waits: process, broker, delays
-	attrWait        = attribute.Key("acemq.wait")        // how long, in seconds
-	attrReason      = attribute.Key("acemq.reason")      // x-acemq-error of a give-up
-	attrReplayFrom  = attribute.Key("acemq.replay.from") // the queue a replayed copy was taken from
-)
-
 // tracing returns the server's tracer and propagator: its own, else the
 // global ones, resolved once, at the first delivery or copy.
-func (e *engine) tracing() (trace.Tracer, telemetry.Propagation) {
+func (e *Engine) tracing() (trace.Tracer, telemetry.Propagation) {
 	in := e.inst
 	in.traceOnce.Do(func() {
-		in.tracer = telemetry.Tracer(e.srv.TracerProvider, meterName)
-		in.prop = telemetry.Propagator(e.srv.Propagator)
+		in.tracer = telemetry.Tracer(e.cfg.TracerProvider, meterName)
+		in.prop = telemetry.Propagator(e.cfg.Propagator)
 	})
 	return in.tracer, in.prop
 }
@@ -45,7 +32,7 @@ func (e *engine) tracing() (trace.Tracer, telemetry.Propagation) {
 // ends with what the server did (finish). Every copy the server publishes
 // is a child of it and carries its context, so that the next attempt joins
 // the trace.
-func (c *consumer) startProcess(d transport.Delivery, m *Message) (context.Context, trace.Span) {
+func (c *consumer) startProcess(d transport.Delivery, m message) (context.Context, trace.Span) {
 	tracer, prop := c.e.tracing()
 	qm := c.q.metrics
 	parent := prop.Extract(context.Background(), d.Headers)
@@ -53,10 +40,10 @@ func (c *consumer) startProcess(d transport.Delivery, m *Message) (context.Conte
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	env := &m.env
+	env := m.env
 	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, semconv.MessagingMessageID(env.ID), semconv.MessagingMessageBodySize(len(m.body)),
-		attrAttempt.Int(env.Attempt), attrRedelivered.Bool(env.Redelivered))
+	attrs = append(attrs, semconv.MessagingMessageID(env.ID), semconv.MessagingMessageBodySize(len(d.Body)),
+		telemetry.AttrAttempt.Int(env.Attempt), telemetry.AttrRedelivered.Bool(env.Redelivered))
 	if dest := consumerDestination(env.Exchange, env.RoutingKey, c.q.name); dest != c.q.name {
 		attrs = append(attrs, semconv.MessagingDestinationName(dest))
 	}
@@ -96,7 +83,7 @@ func answered(span trace.Span, a ack.Ack) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(attrAnswer.String(a.Outcome().String()))
+	span.SetAttributes(telemetry.AttrAnswer.String(a.Outcome().String()))
 	if err := a.Err(); err != nil {
 		span.RecordError(err)
 	}
@@ -106,14 +93,14 @@ func answered(span trace.Span, a ack.Ack) {
 // acks, gives back or rejects the original: the metrics of its outcome o,
 // and the end of its process span. A delivery held for a refused copy
 // ended its span as held (endSpan) and is counted once it is settled.
-func (c *consumer) finish(m *Message, v settling, o outcome) {
+func (c *consumer) finish(m message, v settling, o outcome) {
 	c.e.stop.settled(o) // for the drain's line
 	s := c.q.metrics.sets(o, v.cause)
 	c.e.inst.handled.Add(v.ctx, 1, s.add...)
 	if v.ran {
 		c.e.inst.duration.Record(v.ctx, v.took.Seconds(), s.rec...)
 	}
-	c.e.inst.age.Record(v.ctx, ageOf(m.env, c.e.clock.Now()).Seconds(), s.rec...)
+	c.e.inst.age.Record(v.ctx, ageOf(*m.env, c.e.clock.Now()).Seconds(), s.rec...)
 	if !v.held { // else its span ended when it was held
 		c.endSpan(v, o)
 	}
@@ -128,16 +115,16 @@ func (c *consumer) endSpan(v settling, o outcome) {
 		attrs := make([]attribute.KeyValue, 0, 5)
 		attrs = append(attrs, s.attr)
 		if v.copy.to != "" && o != outcomeGivenBack {
-			attrs = append(attrs, attrTo.String(v.copy.to))
+			attrs = append(attrs, telemetry.AttrTo.String(v.copy.to))
 			switch {
 			case v.where != "":
 				wait := v.copy.wait
 				if v.where != "process" {
 					wait = v.copy.delay
 				}
-				attrs = append(attrs, attrWhere.String(v.where), attrWait.Float64(wait.Seconds()))
+				attrs = append(attrs, telemetry.AttrWhere.String(v.where), telemetry.AttrWait.Float64(wait.Seconds()))
 			case v.copy.reason != "":
-				attrs = append(attrs, attrReason.String(v.copy.reason))
+				attrs = append(attrs, telemetry.AttrReason.String(v.copy.reason))
 			}
 		}
 		if o.failed() {

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"context"
@@ -82,21 +82,21 @@ func TestAwaitRunning(t *testing.T) {
 		handlerTimeout time.Duration
 		broker         time.Duration // learnt before the wait; 0 none
 		ranFor         time.Duration // how long the handler ran when the wait began
-		then           func(e *engine, c *consumer, running *worker)
+		then           func(e *Engine, c *consumer, running *worker)
 		want           runEnd
 	}{
-		{"the handler returns", long, 0, 0, func(_ *engine, _ *consumer, w *worker) { w.end() }, runEnded},
-		{"the watchdog marks it overdue", long, 0, 0, func(_ *engine, _ *consumer, w *worker) { w.limit = time.Nanosecond; w.expire(time.Now()) }, runOverdue},
+		{"the handler returns", long, 0, 0, func(_ *Engine, _ *consumer, w *worker) { w.end() }, runEnded},
+		{"the watchdog marks it overdue", long, 0, 0, func(_ *Engine, _ *consumer, w *worker) { w.limit = time.Nanosecond; w.expire(time.Now()) }, runOverdue},
 		{"it reaches the broker's timeout", long, 300 * time.Millisecond, 200 * time.Millisecond, nil, runOverdue}, // before the bound, the cap of 150ms
 		{"it ran the broker's timeout already", long, time.Minute, 2 * time.Minute, nil, runOverdue},
-		{"the broker takes the channel back", long, 0, 0, func(_ *engine, c *consumer, _ *worker) { c.retaken() }, runTakenBack},
-		{"a stop", long, 0, 0, func(e *engine, _ *consumer, _ *worker) { e.stop.request(time.Now()) }, runStopping},
+		{"the broker takes the channel back", long, 0, 0, func(_ *Engine, c *consumer, _ *worker) { c.retaken() }, runTakenBack},
+		{"a stop", long, 0, 0, func(e *Engine, _ *consumer, _ *worker) { e.stop.request(time.Now()) }, runStopping},
 		{"the bound", 50 * time.Millisecond, 0, 0, nil, runWaitedOut},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &engine{log: zap.NewNop(), stop: newStop(), handlerTimeout: tt.handlerTimeout}
+			e := &Engine{log: zap.NewNop(), stop: newStop(), handlerTimeout: tt.handlerTimeout}
 			c := &consumer{e: e, q: &queueRun{name: "q"}}
 			if tt.broker > 0 {
 				e.overdue.learn("q", tt.broker)
@@ -107,7 +107,7 @@ func TestAwaitRunning(t *testing.T) {
 			running, self := newWorker(context.Background(), groups), newWorker(context.Background(), groups)
 			c.workers = []*worker{running, self}
 			d := transport.Delivery{Headers: map[string]any{"x-acemq-id": id}, Redelivered: true}
-			running.begin(d, newMessage(d, time.Now), time.Now().Add(-tt.ranFor), long)
+			running.begin(d, messageOf(d), time.Now().Add(-tt.ranFor), long)
 			got := make(chan runEnd, 1)
 			go func() {
 				end, _ := c.awaitRunning(self, id)
@@ -147,14 +147,14 @@ func TestAwaitRunning(t *testing.T) {
 // runs does not wait.
 func TestAwaitRunningNoneRunning(t *testing.T) {
 	t.Parallel()
-	e := &engine{log: zap.NewNop(), stop: newStop(), handlerTimeout: time.Hour}
+	e := &Engine{log: zap.NewNop(), stop: newStop(), handlerTimeout: time.Hour}
 	c := &consumer{e: e, q: &queueRun{name: "q"}}
 	groups := [2]*sync.WaitGroup{new(sync.WaitGroup), new(sync.WaitGroup)}
 	self := newWorker(context.Background(), groups)
 	other := newWorker(context.Background(), groups)
 	c.workers = []*worker{self, other}
 	d := transport.Delivery{Headers: map[string]any{"x-acemq-id": "another"}}
-	other.begin(d, newMessage(d, time.Now), time.Now(), time.Hour)
+	other.begin(d, messageOf(d), time.Now(), time.Hour)
 	if end, _ := c.awaitRunning(self, "m-1"); end != runEnded {
 		t.Errorf("the wait ended %d, want runEnded at once", end)
 	}

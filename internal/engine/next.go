@@ -1,9 +1,10 @@
-package acemq
+package engine
 
 import (
 	"time"
 
 	"github.com/acemq/acemq/internal/backoff"
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // A verdict with a copy is carried out by publishing the copy and then
@@ -122,7 +123,7 @@ func (p plan) ending(s settlement, o outcome) plan {
 // longer than the publish timeout, which the executor's clock tells).
 // The plan it returns either settles the original (settle is not
 // settleCopy) or publishes a copy again after its pause.
-func next(q *queueRun, env Envelope, p plan, r published, err error, blockedTooLong bool) (plan, turn) {
+func next(q *queueRun, env wire.Envelope, p plan, r published, err error, blockedTooLong bool) (plan, turn) {
 	p.tries++
 	if r == copyNacked {
 		p.nacks++

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"runtime/debug"
@@ -19,7 +19,7 @@ const maxQueuesLogged = 20
 
 // logStarted writes the start-up line: the queues consumed, their prefetch
 // and concurrency, where waits go, the broker and acemq's version.
-func (e *engine) logStarted(queues []*queueRun) {
+func (e *Engine) logStarted(queues []*queueRun) {
 	names := make([]string, 0, min(len(queues), maxQueuesLogged))
 	prefetch, concurrency := spread{}, spread{}
 	declared, delays := 0, 0
@@ -51,7 +51,7 @@ func (e *engine) logStarted(queues []*queueRun) {
 // logStopped writes the drain's line: how long the run and its drain took,
 // how many deliveries were handled in the run, and how many the stop gave
 // back to the broker and cut off. A failure or a cut makes it a warning.
-func (e *engine) logStopped(started time.Time, failure error) {
+func (e *Engine) logStopped(started time.Time, failure error) {
 	level := zapcore.InfoLevel
 	if failure != nil || e.stop.cutOff() {
 		level = zapcore.WarnLevel

@@ -1,4 +1,4 @@
-package acemq
+package engine
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ func refusedForGood(err error) bool {
 // run, as a consumer's ending does. It never blocks: Run takes the first
 // failure only, and e.failed holds one per consumer, so when it is full a
 // failure is already on its way.
-func (e *engine) fail(err error) {
+func (e *Engine) fail(err error) {
 	select {
 	case e.failed <- err:
 	default:
@@ -41,7 +41,7 @@ func (e *engine) fail(err error) {
 // original goes back to the broker all the same (the copy's outcome is
 // unknown to the caller), or the broker requeues it when the connection
 // it came on dies.
-func (c *consumer) refusedCopy(m *Message, to string, err error) {
+func (c *consumer) refusedCopy(m message, to string, err error) {
 	c.e.log.Error("acemq: the broker refuses the copy for good; the original goes back to the broker and Run ends",
 		zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("to", to), zap.Error(err))
 	c.e.fail(fmt.Errorf("acemq: publish a copy of a message of queue %s to %s: %w", c.q.name, to, err))
