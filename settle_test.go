@@ -194,7 +194,7 @@ func TestGiveUpReasons(t *testing.T) {
 			"{}", "q.dlq", "exhausted 1 attempts: the warehouse is not answering", "exhausted"},
 		{"handler park", &acemq.Server{Retry: retry.Fixed(5, time.Second)},
 			always(ack.Park(errors.New("schema v9 unknown"))),
-			"{}", "q.parked", "could not be decoded: schema v9 unknown", "parked"},
+			"{}", "q.parked", "the handler parked it: schema v9 unknown", "parked"},
 		{"decode middleware parks non-JSON", &acemq.Server{Retry: retry.Fixed(5, time.Second)},
 			middleware.Decode(codec.JSON)(always(ack.Accept())),
 			"<xml/>", "q.parked", "could not be decoded: acemq: this message is not JSON: 6 bytes that do not parse", "parked"},
