@@ -62,13 +62,3 @@ type Queue struct {
 	DeadLetter    string
 	Parked        string
 }
-
-// message is one delivery as the engine holds it: the handler's message,
-// opaque here, and its envelope inside it.
-type message struct {
-	user any
-	env  *wire.Envelope
-}
-
-func (m message) ID() string   { return m.env.ID }
-func (m message) Attempt() int { return m.env.Attempt }

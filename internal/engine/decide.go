@@ -225,9 +225,6 @@ func (q *queueRun) wait(env wire.Envelope, w retry.Wait, h hop) verdict {
 	return verdict{settle: settleCopy, where: "process", copy: h}
 }
 
-// ageOf is the message's age; a producer's clock may be ahead of ours.
-func ageOf(env wire.Envelope, now time.Time) time.Duration { return max(now.Sub(env.CreatedAt), 0) }
-
 // giveUp sets the message aside in queue with its reason; the attempt it
 // failed on stays.
 func giveUp(queue string, env wire.Envelope, reason, cause string) verdict {

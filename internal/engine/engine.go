@@ -182,16 +182,6 @@ func (e *Engine) consume(ctx context.Context, q *queueRun) (transport.Subscripti
 	return sub, nil
 }
 
-// spawn runs f on a goroutine of the engine's: the drain waits for it.
-// Call it from Run's goroutine or from another goroutine of the engine's.
-func (e *Engine) spawn(f func()) {
-	e.running.Add(1)
-	go func() {
-		defer e.running.Done()
-		f()
-	}()
-}
-
 // brokerInfo is the product and version the broker announced (the AMQP
 // server properties); empty when the transport does not say.
 type brokerInfo struct{ product, version string }

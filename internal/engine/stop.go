@@ -165,3 +165,13 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// spawn runs f on a goroutine of the engine's: the drain waits for it.
+// Call it from Run's goroutine or from another goroutine of the engine's.
+func (e *Engine) spawn(f func()) {
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		f()
+	}()
+}
