@@ -19,7 +19,8 @@ import (
 type Engine struct {
 	t               transport.Transport
 	log             *zap.Logger
-	clock           transport.Clock // message time: waits and ages
+	clock           transport.Clock  // message time: waits and ages
+	now             func() time.Time // clock.Now, made once: every Message keeps it
 	inst            *instruments
 	publishTimeout  time.Duration
 	shutdownTimeout time.Duration
@@ -47,6 +48,7 @@ func New(cfg Config) *Engine {
 		t:               cfg.Transport,
 		log:             logging.Or(cfg.Logger),
 		clock:           cfg.Clock,
+		now:             cfg.Clock.Now,
 		inst:            newInstruments(cfg.MeterProvider),
 		publishTimeout:  cfg.PublishTimeout,
 		shutdownTimeout: cfg.ShutdownTimeout,

@@ -63,7 +63,7 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // and the worker is no longer the engine's. A redelivery is first looked
 // at (redelivery): it may be overdue, or its message still running here.
 func (c *consumer) handle(w *worker, d transport.Delivery) bool {
-	user, env := c.e.cfg.Receive(d, c.e.clock.Now)
+	user, env := c.e.cfg.Receive(d, c.e.now)
 	m := message{user: user, env: env}
 	pctx, span := c.startProcess(d, m)
 	if d.Redelivered && c.redelivery(w, d, m, pctx) {
