@@ -2,11 +2,11 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"runtime/debug"
 	"time"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/panicked"
 	"github.com/acemq/acemq/transport"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -135,7 +135,7 @@ func (c *consumer) serve(ctx context.Context, m message) (a ack.Ack) {
 		if r := recover(); r != nil {
 			c.e.log.Error("acemq: handler panicked", zap.String("queue", c.q.name), zap.String("id", m.ID()),
 				zap.Int("attempt", m.Attempt()), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			a = ack.Retry(fmt.Errorf("acemq: handler panicked: %v", r))
+			a = panicked.Retry(r)
 		}
 	}()
 	return c.e.cfg.Serve(ctx, m.user)
