@@ -76,11 +76,11 @@ func (b Binding) check() error {
 	return nil
 }
 
-// subscriptions is the declarations of every binding of q.
-func (q *queueRun) subscriptions() transport.Topology {
+// subscriptions is the declarations of every binding of queue.
+func subscriptions(queue string, bindings []Binding) transport.Topology {
 	var t transport.Topology
-	for _, b := range q.bindings {
-		bt := b.topology(q.name)
+	for _, b := range bindings {
+		bt := b.topology(queue)
 		t.Exchanges = append(t.Exchanges, bt.Exchanges...)
 		t.Bindings = append(t.Bindings, bt.Bindings...)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/acemq/acemq/transport"
 )
 
 // ErrNotReady is what CheckReady returns, wrapped with what is not ready.
@@ -57,29 +55,14 @@ func (s *Server) CheckReady() error {
 	case <-s.readyCh():
 	default:
 		if e != nil {
-			if err := e.refused.check(); err != nil {
+			if err := e.Refused(); err != nil {
 				return fmt.Errorf("%w: Run has not subscribed every queue yet: %w", ErrNotReady, err)
 			}
 		}
 		return fmt.Errorf("%w: Run has not subscribed every queue yet", ErrNotReady)
 	}
-	select {
-	case <-e.stop.requested:
-		return fmt.Errorf("%w: stopping", ErrNotReady)
-	default:
-	}
-	if err := e.refused.check(); err != nil {
+	if err := e.CheckReady(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotReady, err)
-	}
-	for _, c := range e.consumers {
-		if !c.consuming.Load() {
-			return fmt.Errorf("%w: queue %s: the broker ended its consumer; consuming it again", ErrNotReady, c.q.name)
-		}
-	}
-	if ch, ok := e.t.(transport.Checker); ok {
-		if err := ch.Check(); err != nil {
-			return fmt.Errorf("%w: %w", ErrNotReady, err)
-		}
 	}
 	return nil
 }
@@ -96,7 +79,7 @@ func (s *Server) CheckLive() error {
 		return errors.New("acemq: Run has not been called")
 	}
 	select {
-	case <-e.stop.ended:
+	case <-e.Ended():
 		return errors.New("acemq: Run has returned")
 	default:
 		return nil

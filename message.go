@@ -49,7 +49,7 @@ type Envelope struct {
 // Message is one delivery as a handler sees it. It is immutable: handlers and
 // middleware read it and must not change the slices and maps it returns.
 type Message struct {
-	env     Envelope
+	env     wire.Envelope // Envelope, as the engine reads it (it keeps a pointer to it)
 	body    []byte
 	headers map[string]any
 	now     func() time.Time
@@ -75,7 +75,7 @@ func NewMessage(queue string, body []byte, headers map[string]any) *Message {
 func EnvelopeOf(d transport.Delivery) Envelope { return Envelope(wire.Read(d)) }
 
 func newMessage(d transport.Delivery, now func() time.Time) *Message {
-	env := EnvelopeOf(d)
+	env := wire.Read(d)
 	newID := env.ID == ""
 	if newID {
 		env.ID = wire.NewID()
@@ -87,7 +87,7 @@ func newMessage(d transport.Delivery, now func() time.Time) *Message {
 }
 
 // Envelope returns a copy of the message's envelope.
-func (m *Message) Envelope() Envelope { return m.env }
+func (m *Message) Envelope() Envelope { return Envelope(m.env) }
 
 // ID returns the stable message id, the key for idempotency.
 func (m *Message) ID() string { return m.env.ID }

@@ -137,7 +137,7 @@ func (p *Publisher) Publish(ctx context.Context, o Outgoing) (PublishResult, err
 	// wire.New asks for mandatory always, so that Routed is known either way.
 	pub := wire.New(wire.Origin{ID: id, Created: now, Exchange: o.Exchange, RoutingKey: o.RoutingKey}, o.Headers,
 		transport.Properties{ContentType: o.ContentType, CorrelationID: o.CorrelationID}, o.Body)
-	ctx, span := telemetry.StartPublish(ctx, telemetry.Tracer(p.TracerProvider, meterName),
+	ctx, span := telemetry.StartPublish(ctx, telemetry.Tracer(p.TracerProvider, telemetry.Scope),
 		telemetry.Publish{Exchange: o.Exchange, RoutingKey: o.RoutingKey, ID: id, CorrelationID: o.CorrelationID, BodySize: len(o.Body)})
 	defer span.End()
 	prop := telemetry.Propagator(p.Propagator)

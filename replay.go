@@ -137,7 +137,7 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 // cancelled ctx stops it before the next message with ctx's error.
 func Replay(ctx context.Context, t transport.Transport, from string, opts ReplayOptions) (ReplayResult, error) {
 	r := &replayer{t: t, from: from, opts: opts, clock: clockOf(t, nil),
-		tracer: telemetry.Tracer(opts.TracerProvider, meterName), prop: telemetry.Propagator(opts.Propagator)}
+		tracer: telemetry.Tracer(opts.TracerProvider, telemetry.Scope), prop: telemetry.Propagator(opts.Propagator)}
 	if opts.To == from && from != "" {
 		return ReplayResult{Stopped: ReplayFailed}, fmt.Errorf("acemq: replay from %q to itself would take its own copies again", from)
 	}
@@ -229,7 +229,7 @@ func (r *replayer) move(ctx context.Context, d transport.Delivery, m *Message) e
 	p := wire.Copy(d, wire.Envelope(m.Envelope()), to, attempt, reason)
 	pctx, span := telemetry.StartPublish(r.prop.Extract(pctx, d.Headers), r.tracer,
 		telemetry.Publish{RoutingKey: to, ID: m.ID(), CorrelationID: p.CorrelationID, BodySize: len(p.Body)},
-		attrTo.String(to), attrAttempt.Int(attempt), attrReplayFrom.String(r.from))
+		telemetry.AttrTo.String(to), telemetry.AttrAttempt.Int(attempt), telemetry.AttrReplayFrom.String(r.from))
 	defer span.End()
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && span.IsRecording() {
 		span.AddLink(trace.Link{SpanContext: sc}) // the replay's own

@@ -1,17 +1,26 @@
 package acemq
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/engine"
+	"github.com/acemq/acemq/internal/logging"
+	"github.com/acemq/acemq/internal/wire"
+	"github.com/acemq/acemq/transport"
 )
 
 // queueRuns resolves each queue the handler serves against the server's
 // defaults, once, at Run: what the engine reads for the rest of the run.
 // A Queues key that names no served queue is refused: a typo ("ordres")
 // would otherwise leave the real queue without its policy, silently.
-func (s *Server) queueRuns() ([]*queueRun, error) {
+func (s *Server) queueRuns() ([]engine.Queue, error) {
 	if s.Handler == nil {
 		return nil, errors.New("acemq: Server.Handler is nil")
 	}
@@ -31,44 +40,77 @@ func (s *Server) queueRuns() ([]*queueRun, error) {
 		return nil, fmt.Errorf("acemq: Server.Queues has settings for %q, which the handler does not serve (it serves %s)",
 			strings.Join(unknown, `", "`), strings.Join(names, ", "))
 	}
-	runs := make([]*queueRun, len(names))
+	runs := make([]engine.Queue, len(names))
 	for i, name := range names {
-		runs[i] = s.resolve(name)
-		args, err := deliveryLimitArgs(name, s.Queues[name])
-		if err != nil {
-			return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
-		}
-		runs[i].args = args
-		for j, b := range runs[i].bindings {
+		for j, b := range s.Queues[name].Bindings {
 			if err := b.check(); err != nil {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q].Bindings[%d]: %v", name, j, err)
 			}
 		}
+		args, err := deliveryLimitArgs(name, s.Queues[name])
+		if err != nil {
+			return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
+		}
+		runs[i] = s.resolve(name)
+		runs[i].Args = args
+		runs[i].Topology = Topology(name, runs[i].Policy, args)
 	}
 	return runs, nil
 }
 
 // resolve settles one queue's settings: its own where set, else the
 // server's, else the defaults.
-func (s *Server) resolve(name string) *queueRun {
+func (s *Server) resolve(name string) engine.Queue {
 	c := s.Queues[name]
-	q := &queueRun{
-		name:       name,
-		policy:     c.Retry,
-		declare:    !c.NoDeclare && !s.NoDeclare,
-		args:       c.Args,
-		bindings:   c.Bindings,
-		strict:     c.StrictDeliveryLimit,
-		deadLetter: DeadLetterQueue(name),
-		parked:     ParkedQueue(name),
-		metrics:    newQueueMetrics(name),
+	q := engine.Queue{
+		Name:          name,
+		Policy:        c.Retry,
+		Declare:       !c.NoDeclare && !s.NoDeclare,
+		Args:          c.Args,
+		Subscriptions: subscriptions(name, c.Bindings),
+		Strict:        c.StrictDeliveryLimit,
+		DeadLetter:    DeadLetterQueue(name),
+		Parked:        ParkedQueue(name),
 	}
-	if q.policy.IsZero() {
-		q.policy = s.Retry
+	if q.Policy.IsZero() {
+		q.Policy = s.Retry
 	}
-	q.concurrency = firstPositive(c.Concurrency, s.Concurrency, DefaultConcurrency)
-	q.prefetch = max(firstPositive(c.Prefetch, s.Prefetch, DefaultPrefetch), q.concurrency)
+	q.Concurrency = firstPositive(c.Concurrency, s.Concurrency, DefaultConcurrency)
+	q.Prefetch = max(firstPositive(c.Prefetch, s.Prefetch, DefaultPrefetch), q.Concurrency)
+	q.Topology = Topology(name, q.Policy, q.Args)
 	return q
+}
+
+// engineConfig is what the engine of one Run reads of the server.
+func (s *Server) engineConfig() engine.Config {
+	return engine.Config{
+		Transport:       s.Transport,
+		Receive:         receive,
+		Serve:           serveWith(s.Handler),
+		Logger:          logging.Or(s.Logger),
+		Clock:           clockOf(s.Transport, s.Clock),
+		MeterProvider:   s.MeterProvider,
+		TracerProvider:  s.TracerProvider,
+		Propagator:      s.Propagator,
+		PublishTimeout:  s.publishTimeout(),
+		ShutdownTimeout: s.shutdownTimeout(),
+		HandlerTimeout:  s.handlerTimeout(),
+		WaitBound:       DefaultHandlerTimeout,
+		RedeliverEvery:  cmp.Or(s.redeliverEvery, RedeliverEvery),
+		Ready:           s.markReady,
+	}
+}
+
+// receive makes the Message of a delivery for the engine, which keeps a
+// pointer to its envelope: one allocation a delivery.
+func receive(d transport.Delivery, now func() time.Time) (any, *wire.Envelope) {
+	m := newMessage(d, now)
+	return m, &m.env
+}
+
+// serveWith calls h with the Message receive made.
+func serveWith(h Handler) func(context.Context, any) ack.Ack {
+	return func(ctx context.Context, m any) ack.Ack { return h.ServeMessage(ctx, m.(*Message)) }
 }
 
 func firstPositive(ns ...int) int {

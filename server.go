@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/engine"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -24,6 +25,24 @@ const (
 	// DefaultHandlerTimeout is below RabbitMQ's default consumer_timeout
 	// of 30 minutes.
 	DefaultHandlerTimeout = 25 * time.Minute
+	// RedeliverEvery is how often a server that uses the delay queues
+	// sends the due messages whose destination was missing (in
+	// acemq.delay.v1.undeliverable) round again: a destination that comes
+	// back gets them within this long.
+	RedeliverEvery = 10 * time.Second
+	// DelayCheckEvery is how often a server that uses the delay queues checks
+	// that every queue and exchange of their layout exists (about 60 passive
+	// declares), and declares what is missing where it may; a delayed copy
+	// refused by a missing level has it checked at once. Nothing else would
+	// notice a deleted level exchange: the level above keeps what it
+	// dead-letters into it, neither ready nor unacked (a quorum queue's
+	// messages_dlx, which no passive declare counts), until the exchange is
+	// back, and RabbitMQ offers those again only about every 3 minutes
+	// (dead_letter_worker_publisher_confirm_timeout). The check runs in the
+	// loop of RedeliverEvery, every third pass, on the wall clock for the
+	// reason that loop does: an operator deletes an exchange in real time,
+	// also under a memory broker whose virtual clock stands still.
+	DelayCheckEvery = 3 * RedeliverEvery
 )
 
 var (
@@ -31,7 +50,22 @@ var (
 	ErrServerClosed = errors.New("acemq: server closed")
 	// ErrCutOff says the shutdown deadline cut at least one handler off. Its
 	// message was given back to the broker, which redelivers it.
-	ErrCutOff = errors.New("acemq: shutdown deadline cut a handler off; its message goes back to the broker")
+	ErrCutOff = engine.ErrCutOff
+	// ErrMissingTopology is what Run returns when declaration is off (or
+	// not permitted) and a queue, exchange or the delay queues the server
+	// needs do not exist. The error names what is missing and the command
+	// that declares it.
+	ErrMissingTopology = engine.ErrMissingTopology
+	// ErrNeedsID is what a handler or middleware retries with when the
+	// message has no id of its own (Message.IDIsNew) and it needs one that
+	// every delivery shares, as idempotency does. The server publishes the
+	// message again at once to its own queue, with the id stamped on and
+	// the attempt unchanged, and acknowledges the original once the copy
+	// is confirmed: one extra publish, only for such messages. The copy
+	// goes to the back of the queue. The id is never derived from the
+	// content, since two distinct messages with the same body would then
+	// be one.
+	ErrNeedsID = engine.ErrNeedsID
 	// ErrNoQueues is returned by Run when the handler names no queue.
 	ErrNoQueues = errors.New("acemq: the server's handler names no queues (register handlers with Mux.Handle, or give a Handler with a Queues() []string method)")
 )
@@ -147,7 +181,7 @@ type Server struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	run     *engine // the Run under way, or the last one
+	run     *engine.Engine // the Run under way, or the last one
 
 	ready     chan struct{} // closed once Run has subscribed every queue; made by readyCh
 	readyOnce sync.Once
@@ -172,7 +206,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("acemq: Server.Run called twice")
 	}
 	s.started = true
-	e := newEngine(s)
+	e := engine.New(s.engineConfig())
 	s.run = e
 	s.mu.Unlock()
 	defer func() {
@@ -180,7 +214,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.closed = true
 		s.mu.Unlock()
 	}()
-	return e.run(ctx)
+	return e.Run(ctx, s.queueRuns)
 }
 
 // Shutdown stops the server gracefully: it stops receiving, gives back the
@@ -219,12 +253,7 @@ func (s *Server) stop(deadline time.Time) error {
 	if e == nil {
 		return nil
 	}
-	e.stop.request(deadline)
-	<-e.stop.ended
-	if e.stop.cutOff() {
-		return ErrCutOff
-	}
-	return nil
+	return e.Stop(deadline)
 }
 
 func (s *Server) shutdownTimeout() time.Duration {

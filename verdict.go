@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/engine"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -54,28 +56,19 @@ type Verdict struct {
 // the delay queues are there, unless the server's declare is off. Any
 // jitter of the policy applies, as it would in Run.
 func (s *Server) Decide(queue string, env Envelope, a ack.Ack, now time.Time) Verdict {
-	q := s.resolve(queue)
-	q.delays = q.declare
 	if env.Attempt < 1 {
 		env.Attempt = 1
 	}
-	v := decide(q, env, a, now)
-	switch v.settle {
-	case settleAck:
+	d := engine.Decide(s.resolve(queue), wire.Envelope(env), a, now)
+	switch {
+	case d.Ack:
 		return Verdict{Settle: SettleAck}
-	case settleGiveBack:
+	case d.GiveBack:
 		return Verdict{Settle: SettleGiveBack}
 	}
-	h := v.copy
-	out := Verdict{Settle: SettleCopy, To: h.to, Attempt: h.attempt, Snoozes: h.snoozes, Reason: h.reason, Cause: v.cause, Wait: h.wait}
+	out := Verdict{Settle: SettleCopy, To: d.To, Attempt: d.Attempt, Snoozes: d.Snoozes, Reason: d.Reason, Cause: d.Cause, Wait: d.Wait, Where: d.Where}
 	if out.Snoozes == 0 {
 		out.Snoozes = env.Snoozes // a copy carries the count on
-	}
-	switch {
-	case h.rung:
-		out.Wait, out.Where = h.delay, retry.OnRung
-	case h.delayed:
-		out.Wait, out.Where = h.delay, retry.OnDelayQueues
 	}
 	return out
 }

@@ -2,13 +2,13 @@ package acemqtest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/panicked"
 )
 
 // Result is what one message came to: what the handler answered, and what
@@ -52,7 +52,7 @@ func Serve(ctx context.Context, tb testing.TB, srv *acemq.Server, m *acemq.Messa
 func serve(ctx context.Context, h acemq.Handler, m *acemq.Message) (a ack.Ack) {
 	defer func() {
 		if r := recover(); r != nil {
-			a = ack.Retry(fmt.Errorf("acemq: handler panicked: %v", r))
+			a = panicked.Retry(r)
 		}
 	}()
 	return h.ServeMessage(ctx, m)

@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"fmt"
 	"runtime/debug"
 
 	"go.uber.org/zap"
@@ -10,6 +9,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/logging"
+	"github.com/acemq/acemq/internal/panicked"
 )
 
 // PanicError is the failure a recovered panic becomes.
@@ -18,7 +18,7 @@ type PanicError struct {
 	Stack []byte
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("acemq: handler panicked: %v", e.Value) }
+func (e *PanicError) Error() string { return panicked.Text(e.Value) }
 
 // Recover makes a panic in the handler visible to the middleware around
 // it: the panic becomes a retry whose error is a [*PanicError] carrying the

@@ -118,20 +118,7 @@ Example:
 	if err != nil {
 		return a.usageError(fs, "the broker URL: %v", err)
 	}
-	tlsConfig, err := a.tlsConfig(fs)
-	if err != nil {
-		return a.usageError(fs, "%v", err)
-	}
-	mgmtURL := *management
-	if mgmtURL == "" {
-		mgmtURL = a.getenv(EnvManagement)
-	}
-	extra := a.secrets
-	if mgmtURL != "" {
-		extra.args = append(slices.Clone(extra.args), mgmtURL) // from the environment, it is not among the arguments
-	}
-	a.secrets = extra.withHTTPURLs()
-	mc, err := newMgmtClient(mgmtURL, rawURL, tlsConfig)
+	mc, err := a.managementFor(fs, *management)
 	if err != nil {
 		return a.usageError(fs, "%v", err)
 	}

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/wire"
+	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
+)
+
+// What the root package asks of a running engine, apart from Run.
+
+// Stop asks the engine to stop by deadline and waits until Run has
+// returned: ErrCutOff when the deadline cut a handler off.
+func (e *Engine) Stop(deadline time.Time) error {
+	e.stop.request(deadline)
+	<-e.stop.ended
+	if e.stop.cutOff() {
+		return ErrCutOff
+	}
+	return nil
+}
+
+// Ended is closed once Run has returned.
+func (e *Engine) Ended() <-chan struct{} { return e.stop.ended }
+
+// CheckReady says what keeps a Run that has subscribed every queue from
+// being ready, in the broker's words (nil when nothing does): a stop
+// under way, a refusal for now, a consumer the broker ended, a transport
+// disconnected or blocked.
+func (e *Engine) CheckReady() error {
+	select {
+	case <-e.stop.requested:
+		return fmt.Errorf("stopping")
+	default:
+	}
+	if err := e.refused.check(); err != nil {
+		return err
+	}
+	for _, c := range e.consumers {
+		if !c.consuming.Load() {
+			return fmt.Errorf("queue %s: the broker ended its consumer; consuming it again", c.q.name)
+		}
+	}
+	if ch, ok := e.t.(transport.Checker); ok {
+		return ch.Check()
+	}
+	return nil
+}
+
+// Refused is the broker's refusal for now of the consumers' connections,
+// nil when there is none: what a Run that is not yet subscribed waits on.
+func (e *Engine) Refused() error { return e.refused.check() }
+
+// Decision is decide's verdict as the root's Server.Decide shows it.
+type Decision struct {
+	Ack, GiveBack    bool // else a copy
+	To               string
+	Attempt, Snoozes int
+	Wait             time.Duration
+	Where            retry.Where
+	Reason, Cause    string
+}
+
+// Decide is the decision Run makes for a delivery of q with envelope env
+// whose handler answered a, at now, assuming the delay queues are there
+// where the queue may declare.
+func Decide(spec Queue, env wire.Envelope, a ack.Ack, now time.Time) Decision {
+	q := newQueueRun(spec)
+	q.delays = q.declare
+	v := decide(q, env, a, now)
+	switch v.settle {
+	case settleAck:
+		return Decision{Ack: true}
+	case settleGiveBack:
+		return Decision{GiveBack: true}
+	}
+	h := v.copy
+	out := Decision{To: h.to, Attempt: h.attempt, Snoozes: h.snoozes, Reason: h.reason, Cause: v.cause, Wait: h.wait}
+	switch {
+	case h.rung:
+		out.Wait, out.Where = h.delay, retry.OnRung
+	case h.delayed:
+		out.Wait, out.Where = h.delay, retry.OnDelayQueues
+	}
+	return out
+}
