@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,11 +8,10 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/metrictest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -293,27 +291,5 @@ func newMetrics() *metrics {
 // counter sums the counter's points whose attributes include attrs.
 func (m *metrics) counter(tb testing.TB, name string, attrs map[string]string) int64 {
 	tb.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := m.reader.Collect(context.Background(), &rm); err != nil {
-		tb.Fatal(err)
-	}
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			sum, ok := mt.Data.(metricdata.Sum[int64])
-			if mt.Name != name || !ok {
-				continue
-			}
-		points:
-			for _, p := range sum.DataPoints {
-				for k, v := range attrs {
-					if got, ok := p.Attributes.Value(attribute.Key(k)); !ok || got.AsString() != v {
-						continue points
-					}
-				}
-				total += p.Value
-			}
-		}
-	}
-	return total
+	return metrictest.Sum(tb, m.reader, name, attrs)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/middleware"
 )
 
@@ -186,7 +187,7 @@ func TestFaultBadInput(t *testing.T) {
 		})
 	}
 	dlq, parked := map[string]int{}, map[string]int{}
-	if !until(60*time.Second, func() bool {
+	if !polltest.Until(60*time.Second, func() bool {
 		takeReasons(acemq.DeadLetterQueue(q), dlq)
 		takeReasons(acemq.ParkedQueue(q), parked)
 		mu.Lock()

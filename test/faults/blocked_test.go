@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -59,7 +60,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 		}
 		sent = publishAll(t, pubTr, q, warmup, 4, 0, stats)
 		first := serve(t, srvTr, q, &acemq.Server{Retry: pol}, l.handler(0), log)
-		eventually(t, 60*time.Second, "the warm-up messages are parked", func() bool {
+		polltest.Within(t, 60*time.Second, "the warm-up messages are parked", func() bool {
 			return depth(url, acemq.ParkedQueue(q)) == len(warmup)
 		})
 		if err := first.stop(t); err != nil {
@@ -80,7 +81,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 	// the message is published again after the alarm.
 	pub := &acemq.Publisher{Transport: pubTr, Mandatory: true}
 	probe := acemq.Outgoing{RoutingKey: q, ID: after[0].ID, Body: body(after[0])}
-	eventually(t, 60*time.Second, "the producer's connection is blocked", func() bool {
+	polltest.Within(t, 60*time.Second, "the producer's connection is blocked", func() bool {
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		_, err := pub.Publish(pctx, probe)
@@ -109,7 +110,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 	// for those beside the ones that need no publish.
 	run := serve(t, srvTr, q, &acemq.Server{Retry: pol, PublishTimeout: 5 * time.Second, Prefetch: 100}, l.handler(time.Millisecond), log)
 	atOnce := acceptedAtOnce(before)
-	accepted := until(60*time.Second, func() bool { return l.allAccepted(atOnce) })
+	accepted := polltest.Until(60*time.Second, func() bool { return l.allAccepted(atOnce) })
 	callsBefore, began := l.totalCalls(), time.Now()
 	time.Sleep(2 * time.Second)
 	loop := l.totalCalls() - callsBefore
@@ -139,7 +140,7 @@ func blocked(t *testing.T, name string, js []job, warm bool) {
 	sent = append(sent, publishAll(t, pubTr, q, after, 4, 10*time.Millisecond, stats)...)
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
-	if !until(60*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	if err := run.stop(t); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 // Scenarios 1, 2 and 4: the broker goes away under load, while a producer
@@ -32,12 +33,12 @@ func outage(t *testing.T, name, url string, fault func()) {
 	stats := &publishStats{}
 	published := make(chan []job, 1)
 	go func() { published <- publishAll(t, pubTr, q, js, 4, 40*time.Millisecond, stats) }()
-	eventually(t, 30*time.Second, "the handler is busy", func() bool { return l.totalCalls() >= outageMessages/8 })
+	polltest.Within(t, 30*time.Second, "the handler is busy", func() bool { return l.totalCalls() >= outageMessages/8 })
 	fault()
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
-	if !until(60*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	if err := run.stop(t); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
@@ -235,7 +236,7 @@ func (sc *clusterWaits) run(tb testing.TB) (result, *arrivals) {
 	// The kill comes while the producer is half way, first attempts are
 	// failing, and retries wait with the scheduled messages.
 	var onThem int
-	eventually(tb, 30*time.Second, "the producer is half way, the handler busy and messages wait in the broker", func() bool {
+	polltest.Within(tb, 30*time.Second, "the producer is half way, the handler busy and messages wait in the broker", func() bool {
 		if confirmed.Load() < int64(len(js)/2) || l.totalCalls() < len(js)/20 {
 			return false
 		}
@@ -263,7 +264,7 @@ func (sc *clusterWaits) run(tb testing.TB) (result, *arrivals) {
 		sc.name, time.Since(killed).Round(time.Millisecond), l.ended(sk, sent), len(sent), held, queues)
 	nodes[1].Restart(tb)
 	tb.Logf("%s: node 1 started again %s after the kill", sc.name, time.Since(killed).Round(time.Millisecond))
-	if until(sc.settleWithin, sk.settled(l, sent)) {
+	if polltest.Until(sc.settleWithin, sk.settled(l, sent)) {
 		sc.settled = time.Since(killed)
 		tb.Logf("%s: settled %s after the kill", sc.name, sc.settled.Round(time.Millisecond))
 	} else {

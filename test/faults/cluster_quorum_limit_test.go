@@ -17,6 +17,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
@@ -156,7 +157,7 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 		}
 	})
 	fl.run(urls[0])
-	eventually(t, 30*time.Second, "the first consumer consumes "+q, func() bool {
+	polltest.Within(t, 30*time.Second, "the first consumer consumes "+q, func() bool {
 		info, err := admin.Inspect(context.Background(), q)
 		return err == nil && info.Consumers > 0
 	})
@@ -199,13 +200,13 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 	// count on; then a consumer 15 and 30 acceptances later.
 	innocents := len(qjs) - len(poisons)
 	for _, at := range []int{40, 80} {
-		eventually(t, 120*time.Second, fmt.Sprintf("%d acceptances", at), func() bool {
+		polltest.Within(t, 120*time.Second, fmt.Sprintf("%d acceptances", at), func() bool {
 			return len(readLedger(t, path)) >= at
 		})
 		fl.killOne(t, name, at)
 	}
 	var midway string
-	eventually(t, 120*time.Second, "120 acceptances and a poison half way", func() bool {
+	polltest.Within(t, 120*time.Second, "120 acceptances and a poison half way", func() bool {
 		if len(readLedger(t, path)) < 120 {
 			return false
 		}
@@ -223,7 +224,7 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 	t.Logf("%s: node 1 killed %s after the start, at %d acceptances, with %d of %d published and poison %s",
 		name, killed.Sub(start).Round(time.Millisecond), at, confirmed.Load(), len(qjs), midway)
 	for _, later := range []int{min(at+15, innocents-10), min(at+30, innocents-5)} {
-		eventually(t, 120*time.Second, fmt.Sprintf("%d acceptances", later), func() bool {
+		polltest.Within(t, 120*time.Second, fmt.Sprintf("%d acceptances", later), func() bool {
 			return len(readLedger(t, path)) >= later
 		})
 		fl.killOne(t, name, later)
@@ -235,7 +236,7 @@ func TestFaultClusterQuorumLimit(t *testing.T) {
 	sk := newSink(nodes[0].URL, q)
 	dlq := &reasons{by: map[string][]string{}}
 	accepted := func() *ledger { return &ledger{accepted: readLedger(t, path)} }
-	if !until(120*time.Second, func() bool {
+	if !polltest.Until(120*time.Second, func() bool {
 		dlq.poll(sk)
 		return sk.settled(accepted(), sent)()
 	}) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
 )
@@ -75,13 +76,13 @@ func TestFaultClusterLeaderKilled(t *testing.T) {
 	stats := &publishStats{}
 	published := make(chan []job, 1)
 	go func() { published <- publishAll(t, pubTr, q, js, 4, 40*time.Millisecond, stats) }()
-	eventually(t, 30*time.Second, "the handler is busy", func() bool { return l.totalCalls() >= len(js)/8 })
+	polltest.Within(t, 30*time.Second, "the handler is busy", func() bool { return l.totalCalls() >= len(js)/8 })
 	nodes[1].Kill(t)
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	t.Logf("%s: the leader of %s is now %s", name, q, leader(t, nodes[0], q))
 	sk := newSink(nodes[0].URL, q)
-	if !until(60*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	if err := run.stop(t); err != nil {

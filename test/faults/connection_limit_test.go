@@ -13,6 +13,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 // TestFaultConnectionLimit is issue 23's item 3: a server consuming many
@@ -53,7 +54,7 @@ func TestFaultConnectionLimit(t *testing.T) {
 	}
 	srv := &acemq.Server{Retry: pol, Handler: mux, MeterProvider: met.provider}
 	run := serve(t, tr, queues[nQueues-1], srv, nil, log)
-	eventually(t, 60*time.Second, "every queue consumed", func() bool {
+	polltest.Within(t, 60*time.Second, "every queue consumed", func() bool {
 		for _, q := range queues {
 			if info, err := tr.Inspect(context.Background(), q); err != nil || info.Consumers == 0 {
 				return false
@@ -79,7 +80,7 @@ func TestFaultConnectionLimit(t *testing.T) {
 			return acemq.Outgoing{RoutingKey: dest[j.ID], ID: j.ID, Body: body(j), ContentType: "application/json"}
 		})
 	}()
-	eventually(t, 60*time.Second, "messages flowing", func() bool { return l.totalCalls() > 200 })
+	polltest.Within(t, 60*time.Second, "messages flowing", func() bool { return l.totalCalls() > 200 })
 
 	// The vhost's limit at what remains once the consumers' connections
 	// are gone: each of their reconnects finds it reached.
@@ -88,7 +89,7 @@ func TestFaultConnectionLimit(t *testing.T) {
 	var consumerConns []string
 	// The management API lists a connection once its stats are emitted
 	// (every 5 s by default).
-	if !until(60*time.Second, func() bool {
+	if !polltest.Until(60*time.Second, func() bool {
 		conns, consumerConns = mg.connections(t, vh), nil
 		for _, c := range conns {
 			if strings.Contains(c.UserProvided, " consume faults."+name+".") {
@@ -109,7 +110,7 @@ func TestFaultConnectionLimit(t *testing.T) {
 	killed := time.Now()
 
 	var notReady error
-	eventually(t, 30*time.Second, "CheckReady reports the refusal", func() bool {
+	polltest.Within(t, 30*time.Second, "CheckReady reports the refusal", func() bool {
 		notReady = srv.CheckReady()
 		return notReady != nil && strings.Contains(notReady.Error(), "connection limit")
 	})
@@ -136,11 +137,11 @@ func TestFaultConnectionLimit(t *testing.T) {
 
 	brokertest.Ctl(t, "", "set_vhost_limits", "-p", vh, `{"max-connections": -1}`)
 	lifted := time.Now()
-	eventually(t, 60*time.Second, "ready again after the limit was lifted", func() bool { return srv.CheckReady() == nil })
+	polltest.Within(t, 60*time.Second, "ready again after the limit was lifted", func() bool { return srv.CheckReady() == nil })
 	t.Logf("ready again %s after the limit was lifted; %d refusals counted, %d log lines for the streak", time.Since(lifted).Round(time.Millisecond), refusals, streakLines)
 
 	published := <-sent
-	eventually(t, 120*time.Second, "every message settled", func() bool {
+	polltest.Within(t, 120*time.Second, "every message settled", func() bool {
 		settled := true
 		for _, sk := range sinks {
 			var mine []job

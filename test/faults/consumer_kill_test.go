@@ -22,6 +22,7 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 // Environment of a consumer child process.
@@ -61,7 +62,7 @@ func TestFaultConsumerKilled(t *testing.T) {
 
 	for i, at := range []int{60, 150} {
 		child := startConsumer(t, "consumer", url, q, envLedger+"="+path)
-		eventually(t, 30*time.Second, fmt.Sprintf("consumer %d accepted %d", i+1, at), func() bool {
+		polltest.Within(t, 30*time.Second, fmt.Sprintf("consumer %d accepted %d", i+1, at), func() bool {
 			return len(readLedger(t, path)) >= at
 		})
 		child.kill(t, syscall.SIGKILL)
@@ -70,7 +71,7 @@ func TestFaultConsumerKilled(t *testing.T) {
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
-	if !until(60*time.Second, func() bool {
+	if !polltest.Until(60*time.Second, func() bool {
 		return sk.settled(&ledger{accepted: readLedger(t, path)}, sent)()
 	}) {
 		t.Errorf("%s: not settled within 60s", name)
@@ -187,11 +188,11 @@ func TestHelperConsumer(t *testing.T) {
 	case "consumer":
 		h = ledgerHandler(t, os.Getenv(envLedger))
 	case "idempotent":
-		pool := postgresPool(t, os.Getenv(envPostgres))
+		pool := brokertest.OpenPool(t, os.Getenv(envPostgres), brokertest.PoolConfig{})
 		var dups atomic.Int64
 		h = idempotentHandler(newStore(t, pool, os.Getenv(envStore)), effects{pool: pool, table: os.Getenv(envEffects)}, &dups)
 	case "idempotent-tx":
-		pool := postgresPool(t, os.Getenv(envPostgres))
+		pool := brokertest.OpenPool(t, os.Getenv(envPostgres), brokertest.PoolConfig{})
 		h = transactionalHandler(newStore(t, pool, os.Getenv(envStore)), effects{pool: pool, table: os.Getenv(envEffects)})
 	case "relay":
 		runRelay(t, ctx)

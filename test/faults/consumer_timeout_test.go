@@ -11,6 +11,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 // TestFaultConsumerTimeout is issue 23's item 4 (and issue 15's before
@@ -114,7 +115,7 @@ func consumerTimeoutScenario(t *testing.T, n *brokertest.Node, name string, hand
 	stats := &publishStats{}
 	sent := publishAll(t, tr, q, js, 2, 20*time.Millisecond, stats)
 	sh := newShelf(url, q)
-	if !until(60*time.Second, sh.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sh.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	free()

@@ -20,6 +20,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -71,7 +72,7 @@ func TestFaultDelayHidden(t *testing.T) {
 		hidden(t, hiddenScenario{name: "delay-level-full", url: full, vhost: fullVhost, cli: cli, units: []int{3, 5, 6, 7},
 			fault: func(t *testing.T) {
 				brokertest.Ctl(t, "", "set_policy", "-p", fullVhost, "--apply-to", "queues", "level-00-full", `^acemq\.delay\.v1\.00$`, `{"max-length":0}`)
-				eventually(t, 30*time.Second, "the policy applies to level 00", func() bool {
+				polltest.Within(t, 30*time.Second, "the policy applies to level 00", func() bool {
 					return strings.Contains(brokertest.Ctl(t, "", "list_queues", "-p", fullVhost, "name", "policy"), "level-00-full")
 				})
 			},
@@ -127,7 +128,7 @@ func hidden(t *testing.T, sc hiddenScenario) {
 	// Out of sight, but counted: acemq delays sees them in messages_dlx
 	// (the management API's sample, up to 5 s old).
 	var seen delaysJSON
-	eventually(t, 60*time.Second, "acemq delays counts messages waiting to be dead-lettered", func() bool {
+	polltest.Within(t, 60*time.Second, "acemq delays counts messages waiting to be dead-lettered", func() bool {
 		seen = runDelays(t, sc.cli, sc.url)
 		return seen.DeadLettering != nil && *seen.DeadLettering > 0
 	})
@@ -145,12 +146,12 @@ func hidden(t *testing.T, sc hiddenScenario) {
 	sent := <-published
 	t.Logf("%s: producer: %d confirmed, %s", sc.name, len(sent), stats)
 	if sc.serverFixes != "" {
-		eventually(t, 2*acemq.DelayCheckEvery, "the server declares "+sc.serverFixes+" again", func() bool {
+		polltest.Within(t, 2*acemq.DelayCheckEvery, "the server declares "+sc.serverFixes+" again", func() bool {
 			return m.counter(t, acemq.MetricRungMissing, map[string]string{"rung": sc.serverFixes, "kind": "exchange"}) > 0
 		})
 	}
 	sk := newSink(sc.url, q)
-	if !until(90*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(90*time.Second, sk.settled(l, sent)) {
 		left := runDelays(t, sc.cli, sc.url)
 		t.Errorf("%s: not settled within 90s; acemq delays: %d waiting, %v waiting to be dead-lettered", sc.name, left.Waiting, left.DeadLettering)
 	}
@@ -164,7 +165,7 @@ func hidden(t *testing.T, sc hiddenScenario) {
 	addAll(tl.queued, drain(t, sc.url, delay.Undeliverable))
 	tl.report(t)
 	var end delaysJSON
-	if !until(30*time.Second, func() bool { // the management API's sample is up to 5 s old
+	if !polltest.Until(30*time.Second, func() bool { // the management API's sample is up to 5 s old
 		end = runDelays(t, sc.cli, sc.url)
 		return end.Total == 0 && len(end.MissingExchanges) == 0 && end.DeadLettering != nil
 	}) {
@@ -246,7 +247,7 @@ func withDLXTimeout(t *testing.T, d time.Duration, levels int, declare func()) {
 	// Each level's worker starts with its leader, just after the declare:
 	// wait until they have (other runs' queues come and go meanwhile, so
 	// the count is a floor, with a bound on the wait).
-	until(10*time.Second, func() bool { return workers() >= before+levels })
+	polltest.Until(10*time.Second, func() bool { return workers() >= before+levels })
 }
 
 var dlxTimeoutMu sync.Mutex

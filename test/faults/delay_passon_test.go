@@ -12,6 +12,7 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -83,7 +84,7 @@ func TestFaultDelayedPublishPassingHeadersOn(t *testing.T) {
 		return true
 	}
 	// Each chain needs about 4 s of delays; the rest is margin for a busy machine.
-	until(2*time.Minute, done)
+	polltest.Until(2*time.Minute, done)
 	s := newSink(url, queue)
 	mu.Lock()
 	got := maps.Clone(accepted)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 // TestFaultDeadLetterQueueFull: someone else declared Q.dlq
@@ -58,7 +59,7 @@ func TestFaultDeadLetterQueueFull(t *testing.T) {
 	sent := publishAll(t, admin, q, js, 2, 0, stats)
 
 	refusal := map[string]string{"queue": q, "destination": dlq, "why": "nacked"}
-	eventually(t, 30*time.Second, "every prefetch slot holds an original whose dead letter the full .dlq refused", func() bool {
+	polltest.Within(t, 30*time.Second, "every prefetch slot holds an original whose dead letter the full .dlq refused", func() bool {
 		return m.counter(t, acemq.MetricHeld, refusal) == prefetch
 	})
 	if got := depth(url, dlq); got != capacity {
@@ -93,12 +94,12 @@ func TestFaultDeadLetterQueueFull(t *testing.T) {
 	// The operator drains the .dlq as it fills.
 	sk := newSink(url, q)
 	began := time.Now()
-	if !until(45*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(45*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 45s of the operator draining the .dlq", name)
 	}
 	t.Logf("%s: settled %s after the operator began to drain; %d refusals in all; producer: %s",
 		name, time.Since(began).Round(time.Millisecond), m.counter(t, acemq.MetricSetAsideFailed, refusal), stats)
-	eventually(t, 30*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, nil) == 0 })
+	polltest.Within(t, 30*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, nil) == 0 })
 	if err := run.stop(t); err != nil {
 		t.Errorf("Run: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/idempotency"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/middleware"
 )
 
@@ -85,23 +86,23 @@ func TestFaultForeignMessagesWithoutID(t *testing.T) {
 	mt := newMetrics()
 	run := serve(t, tr, q, &acemq.Server{Retry: pol, Concurrency: 2, MeterProvider: mt.provider}, h, log)
 	stamped := func() int64 { return mt.counter(t, acemq.MetricIDStamped, map[string]string{"queue": q}) }
-	eventually(t, 30*time.Second, "every message is stamped with an id", func() bool { return stamped() == n })
+	polltest.Within(t, 30*time.Second, "every message is stamped with an id", func() bool { return stamped() == n })
 	for i, at := range []int{20, 60} {
-		eventually(t, 30*time.Second, fmt.Sprintf("the work was done for %d keys", at), func() bool { return len(effects.acceptedCopy()) >= at })
+		polltest.Within(t, 30*time.Second, fmt.Sprintf("the work was done for %d keys", at), func() bool { return len(effects.acceptedCopy()) >= at })
 		brokertest.Ctl(t, "", "close_all_connections", "-p", vh, fmt.Sprintf("acemq faults: forced close %d", i+1))
-		eventually(t, 30*time.Second, "the server consumes again", func() bool {
+		polltest.Within(t, 30*time.Second, "the server consumes again", func() bool {
 			info, err := tr.Inspect(context.Background(), q)
 			return err == nil && info.Consumers > 0
 		})
 	}
 	sk := newSink(url, q)
-	if !until(60*time.Second, sk.settled(effects, js)) {
+	if !polltest.Until(60*time.Second, sk.settled(effects, js)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	// A redelivery that came back while its first delivery still ran found
 	// its id in progress and waits out a retry: let those come round and be
 	// taken for the duplicates they are, rather than left queued.
-	eventually(t, 60*time.Second, "nothing is left to deliver", func() bool {
+	polltest.Within(t, 60*time.Second, "nothing is left to deliver", func() bool {
 		before := deliveries.Load()
 		time.Sleep(time.Second)
 		return deliveries.Load() == before && depth(url, q) == 0

@@ -19,6 +19,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
@@ -249,7 +250,7 @@ func serve(tb testing.TB, tr transport.Transport, queue string, srv *acemq.Serve
 	r := &running{srv: srv, done: make(chan error, 1)}
 	go func() { r.done <- srv.Run(context.Background()) }()
 	tb.Cleanup(func() { r.stop(tb) })
-	eventually(tb, 60*time.Second, "the server consumes "+queue, func() bool {
+	polltest.Within(tb, 60*time.Second, "the server consumes "+queue, func() bool {
 		select {
 		case err := <-r.done:
 			r.done <- err
@@ -278,26 +279,6 @@ func (r *running) stop(tb testing.TB) error {
 		tb.Errorf("Run did not return within 20s of Shutdown with a 10s deadline")
 		return errors.New("acemq faults: Run hung in Shutdown")
 	}
-}
-
-// eventually polls cond until it holds, failing the test after within.
-func eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	if !until(within, cond) {
-		tb.Fatalf("timed out after %s waiting until %s", within, what)
-	}
-}
-
-// until polls cond until it holds (true) or within passes (false).
-func until(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
 }
 
 func body(j job) []byte {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -29,7 +30,7 @@ func TestFaultIdempotentConsumerKilled(t *testing.T) {
 	env := sc.env
 	for i, at := range []int{60, 150} {
 		child := startConsumer(t, "idempotent-tx", url, q, env...)
-		eventually(t, 30*time.Second, fmt.Sprintf("consumer %d did the work %d times", i+1, at), func() bool {
+		polltest.Within(t, 30*time.Second, fmt.Sprintf("consumer %d did the work %d times", i+1, at), func() bool {
 			return len(eff.counts(t)) >= at
 		})
 		child.kill(t, syscall.SIGKILL)
@@ -38,7 +39,7 @@ func TestFaultIdempotentConsumerKilled(t *testing.T) {
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
-	if !until(30*time.Second, func() bool { return sk.settled(&ledger{accepted: eff.counts(t)}, sent)() }) {
+	if !polltest.Until(30*time.Second, func() bool { return sk.settled(&ledger{accepted: eff.counts(t)}, sent)() }) {
 		t.Errorf("%s: not settled within 30s", name)
 	}
 	last.kill(t, syscall.SIGTERM)
@@ -76,8 +77,8 @@ type idempotentScenario struct {
 
 func startIdempotentScenario(t *testing.T, name string, n int) *idempotentScenario {
 	t.Helper()
-	pgURL := postgresURL(t)
-	pool := postgresPool(t, pgURL)
+	pgURL := brokertest.PostgresURL(t)
+	pool := brokertest.OpenPool(t, pgURL, brokertest.PoolConfig{})
 	url, _ := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
 	effectsTable, storeTable := newTables(t, pool)
 	eff := effects{pool: pool, table: effectsTable}

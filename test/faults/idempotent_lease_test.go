@@ -16,6 +16,8 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/middleware"
 )
 
@@ -57,7 +59,7 @@ func TestFaultIdempotentClaimHeldByKilled(t *testing.T) {
 		if i > 0 {
 			after = append(after, c)
 		}
-		eventually(t, 60*time.Second, fmt.Sprintf("consumer %d did the work %d times", i+1, at), func() bool {
+		polltest.Within(t, 60*time.Second, fmt.Sprintf("consumer %d did the work %d times", i+1, at), func() bool {
 			return len(eff.counts(t)) >= at
 		})
 		c.kill(t, syscall.SIGKILL)
@@ -69,7 +71,7 @@ func TestFaultIdempotentClaimHeldByKilled(t *testing.T) {
 	sk := newSink(url, q)
 	// The slowest message waits out a lease (10 s) after the last kill,
 	// and a second: a minute is room for a loaded machine.
-	if !until(90*time.Second, func() bool { return sk.settled(&ledger{accepted: eff.counts(t)}, sent)() }) {
+	if !polltest.Until(90*time.Second, func() bool { return sk.settled(&ledger{accepted: eff.counts(t)}, sent)() }) {
 		t.Errorf("%s: not settled within 90s", name)
 	}
 	last.kill(t, syscall.SIGTERM)
@@ -98,7 +100,7 @@ func TestFaultIdempotentClaimHeldByKilled(t *testing.T) {
 // that a kill finds claims unsettled.
 func runIdempotentLease(t *testing.T, ctx context.Context) {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.InfoLevel))
-	pool := postgresPool(t, os.Getenv(envPostgres))
+	pool := brokertest.OpenPool(t, os.Getenv(envPostgres), brokertest.PoolConfig{})
 	lease, err := time.ParseDuration(os.Getenv(envLease))
 	if err != nil {
 		t.Fatalf("%s: %v", envLease, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,28 +19,6 @@ import (
 	"github.com/acemq/acemq/idempotency"
 	"github.com/acemq/acemq/middleware"
 )
-
-// postgresURL is ACEMQ_POSTGRES_URL, gated like the broker's.
-func postgresURL(tb testing.TB) string {
-	tb.Helper()
-	u := brokertest.PostgresURL(tb)
-	return u
-}
-
-func postgresPool(tb testing.TB, url string) *pgxpool.Pool {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		tb.Fatalf("connect to PostgreSQL: %v", err)
-	}
-	tb.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		tb.Fatalf("connect to PostgreSQL: %v", err)
-	}
-	return pool
-}
 
 // effects is the side effect of an idempotent handler: a row per time the
 // work was done, so that doing it twice shows.
@@ -131,7 +110,7 @@ func idempotentHandler(store idempotency.Store, eff effects, dups *atomic.Int64)
 // per id.
 func TestFaultIdempotentRedeliveries(t *testing.T) {
 	const name = "idempotent-redeliveries"
-	pool := postgresPool(t, postgresURL(t))
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	n := node.Get(t)
 	n.Acquire(t)
 	url, vh := n.FreshVhost(t)
@@ -150,12 +129,12 @@ func TestFaultIdempotentRedeliveries(t *testing.T) {
 	stats := &publishStats{}
 	published := make(chan []job, 1)
 	go func() { published <- publishAll(t, pubTr, q, js, 4, 40*time.Millisecond, stats) }()
-	eventually(t, 30*time.Second, "the handler is busy", func() bool { return len(eff.counts(t)) >= 30 })
+	polltest.Within(t, 30*time.Second, "the handler is busy", func() bool { return len(eff.counts(t)) >= 30 })
 	n.StopApp(t)
 	time.Sleep(500 * time.Millisecond)
 	n.StartApp(t)
 	for i := range 2 {
-		eventually(t, 30*time.Second, "the server consumes again", func() bool {
+		polltest.Within(t, 30*time.Second, "the server consumes again", func() bool {
 			info, err := srvTr.Inspect(context.Background(), q)
 			return err == nil && info.Consumers > 0
 		})
@@ -165,7 +144,7 @@ func TestFaultIdempotentRedeliveries(t *testing.T) {
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
-	if !until(60*time.Second, func() bool { return sk.settled(&ledger{accepted: eff.counts(t)}, sent)() }) {
+	if !polltest.Until(60*time.Second, func() bool { return sk.settled(&ledger{accepted: eff.counts(t)}, sent)() }) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	if err := run.stop(t); err != nil {

@@ -64,7 +64,7 @@ func TestFaultOutboxHostileRows(t *testing.T) {
 	t.Parallel()
 	const name = "outbox-hostile-rows"
 	url, _ := brokertest.FreshVhost(t, "", brokertest.SharedURL(t))
-	pool := postgresPool(t, postgresURL(t))
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	log := testLogger(t)
 	q := "faults." + name
 	table := fmt.Sprintf("faults_hostile_%d", time.Now().UnixNano()%1e9)

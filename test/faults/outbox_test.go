@@ -15,6 +15,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 )
 
@@ -37,7 +38,7 @@ func TestFaultOutboxRelay(t *testing.T) {
 	log := testLogger(t)
 	q := "faults." + name
 	table := fmt.Sprintf("faults_outbox_%d", time.Now().UnixNano()%1e9)
-	pool := postgresPool(t, db.URL)
+	pool := brokertest.OpenPool(t, db.URL, brokertest.PoolConfig{})
 	ob, err := outbox.New(pool, outbox.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestFaultOutboxRelay(t *testing.T) {
 
 	env := []string{envPostgres + "=" + db.URL, envOutbox + "=" + table}
 	first := startConsumer(t, "relay", url, q, env...)
-	eventually(t, 30*time.Second, "the first relay published 100", func() bool { return len(l.acceptedCopy()) >= 100 })
+	polltest.Within(t, 30*time.Second, "the first relay published 100", func() bool { return len(l.acceptedCopy()) >= 100 })
 	first.kill(t, syscall.SIGKILL)
 	killedAt := len(l.acceptedCopy())
 
@@ -104,7 +105,7 @@ func TestFaultOutboxRelay(t *testing.T) {
 	// second relay's first hundred within a second: the crash must find
 	// writers to fail.
 	go func() { defer close(wrote); write(js[300:], 200*time.Millisecond) }()
-	eventually(t, 30*time.Second, "the second relay published", func() bool { return len(l.acceptedCopy()) >= killedAt+100 })
+	polltest.Within(t, 30*time.Second, "the second relay published", func() bool { return len(l.acceptedCopy()) >= killedAt+100 })
 	db.Crash(t, time.Second)
 	<-wrote
 
@@ -116,7 +117,7 @@ func TestFaultOutboxRelay(t *testing.T) {
 		t.Logf("%s: %d transactions failed across the crash, first: %s", name, len(writeFailures), writeFailures[0])
 	}
 	mu.Unlock()
-	if !until(60*time.Second, func() bool { return l.allAccepted(sent) }) {
+	if !polltest.Until(60*time.Second, func() bool { return l.allAccepted(sent) }) {
 		t.Errorf("%s: not every committed message was delivered within 60s", name)
 	}
 	second.kill(t, syscall.SIGTERM)
@@ -135,7 +136,7 @@ func TestFaultOutboxRelay(t *testing.T) {
 // environment to the broker until SIGTERM (ctx) or SIGKILL.
 func runRelay(t *testing.T, ctx context.Context) {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.InfoLevel))
-	pool := postgresPool(t, os.Getenv(envPostgres))
+	pool := brokertest.OpenPool(t, os.Getenv(envPostgres), brokertest.PoolConfig{})
 	ob, err := outbox.New(pool, outbox.WithTable(os.Getenv(envOutbox)))
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -91,14 +92,14 @@ func TestFaultPoisonBudget(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger")
 	sup := superviseConsumer(t, url, q, path)
 	sk := newSink(url, q)
-	if !until(90*time.Second, func() bool {
+	if !polltest.Until(90*time.Second, func() bool {
 		return sk.settled(&ledger{accepted: readLedger(t, path)}, sent)()
 	}) {
 		t.Errorf("%s: not settled within 90s", name)
 	}
 	// The consumer started after the last crash stops cleanly on SIGTERM
 	// once it consumes (a SIGTERM before it set its handler would kill it).
-	eventually(t, 30*time.Second, "the last consumer consumes "+q, func() bool {
+	polltest.Within(t, 30*time.Second, "the last consumer consumes "+q, func() bool {
 		info, err := pubTr.Inspect(context.Background(), q)
 		return err == nil && info.Consumers > 0
 	})

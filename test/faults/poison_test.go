@@ -14,6 +14,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
 )
@@ -59,14 +60,14 @@ func TestFaultPoisonHeaders(t *testing.T) {
 	const prefetch = 32
 	run := serve(t, tr, qa, &acemq.Server{Handler: mux, Retry: pol, Prefetch: prefetch,
 		Queues: map[string]acemq.QueueConfig{qa: {Args: argsA}}}, nil, log)
-	eventually(t, 60*time.Second, "the server consumes "+qb, func() bool {
+	polltest.Within(t, 60*time.Second, "the server consumes "+qb, func() bool {
 		info, err := tr.Inspect(context.Background(), qb)
 		return err == nil && info.Consumers > 0
 	})
 
 	stats := &publishStats{}
 	before := publishAll(t, pubTr, qa, acceptedJobs(name+"-a", 50), 2, 0, stats)
-	eventually(t, 60*time.Second, "A's first messages are handled", func() bool { return la.allAccepted(before) })
+	polltest.Within(t, 60*time.Second, "A's first messages are handled", func() bool { return la.allAccepted(before) })
 	poison := job{ID: name + "-a-poison", Reject: true} // the broker dead-letters it
 	if err := raw(url, func(ch *amqp.Channel) error {
 		if err := ch.Confirm(false); err != nil {
@@ -93,7 +94,7 @@ func TestFaultPoisonHeaders(t *testing.T) {
 	behind := publishAll(t, pubTr, qa, acceptedJobs(name+"-a-behind", 100), 1, 0, stats)
 	jsB := <-sentB
 	skB := newSink(url, qb)
-	if !until(90*time.Second, skB.settled(lb, jsB)) {
+	if !polltest.Until(90*time.Second, skB.settled(lb, jsB)) {
 		t.Errorf("%s: B not settled within 90s", name)
 	}
 	elapsed := time.Since(start)
@@ -160,7 +161,7 @@ func TestFaultPoisonHeaders(t *testing.T) {
 	brokertest.Ctl(t, "", "set_policy", "-p", vh, "--apply-to", "queues",
 		"acemq-faults-poison", "^"+regexp.QuoteMeta(qa)+"$", `{"delivery-limit": 1}`)
 	dlqA := acemq.DeadLetterQueue(qa)
-	eventually(t, 30*time.Second, "the poison is dead-lettered and the rest of A handled", func() bool {
+	polltest.Within(t, 30*time.Second, "the poison is dead-lettered and the rest of A handled", func() bool {
 		accepted := la.acceptedCopy()
 		n := depth(url, dlqA) - 1 // the poison
 		for _, j := range behind {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -72,7 +73,7 @@ func TestFaultWorkQueueDeleted(t *testing.T) {
 	after := publishAll(t, pubTr, q, jobs(name+"-after", 300), 2, 5*time.Millisecond, stats)
 	t.Logf("%s: producer: %s (unroutable until the queue is back)", name, stats)
 	sk := newSink(url, q)
-	if !until(60*time.Second, sk.settled(l, after)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, after)) {
 		t.Errorf("%s: what was published after the deletion is not settled within 60s", name)
 	}
 	time.Sleep(time.Second) // the last retries of what survived, held 400 ms at most
@@ -155,7 +156,7 @@ func withdraw(t *testing.T, name, url, vh, q string, pubTr transport.Transport, 
 	brokertest.Ctl(t, "", "set_permissions", "-p", vh, "guest", ".*", ".*", ".*")
 	again := fresh()
 	sk := newSink(url, q)
-	if !until(60*time.Second, sk.settled(l, js)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, js)) {
 		t.Errorf("%s: not settled within 60s after the permissions came back", name)
 	}
 	if err := again.stop(t); err != nil {

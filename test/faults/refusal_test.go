@@ -11,6 +11,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -45,7 +46,7 @@ func TestFaultPreconditionFailed(t *testing.T) {
 	sentA, sentB := make(chan []job, 1), make(chan []job, 1)
 	go func() { sentA <- publishAll(t, pubTr, qa, jsA, 2, 10*time.Millisecond, stats) }()
 	go func() { sentB <- publishAll(t, pubTr, qb, jsB, 2, 10*time.Millisecond, stats) }()
-	eventually(t, 60*time.Second, "B's server is busy", func() bool { return lb.totalCalls() > 20 })
+	polltest.Within(t, 60*time.Second, "B's server is busy", func() bool { return lb.totalCalls() > 20 })
 
 	// Our server of A, declaring A as it would have it: refused.
 	mux := acemq.NewMux()
@@ -77,7 +78,7 @@ func TestFaultPreconditionFailed(t *testing.T) {
 
 	sentBJobs := <-sentB
 	sk := newSink(url, qb)
-	if !until(60*time.Second, sk.settled(lb, sentBJobs)) {
+	if !polltest.Until(60*time.Second, sk.settled(lb, sentBJobs)) {
 		t.Errorf("%s: B not settled within 60s", name)
 	}
 	sentAJobs := <-sentA
@@ -98,7 +99,7 @@ func TestFaultPreconditionFailed(t *testing.T) {
 	// The fix: declare A as it is.
 	runA := serve(t, tr, qa, &acemq.Server{Retry: pol, Queues: map[string]acemq.QueueConfig{qa: {Args: theirs}}}, la.handler(0), log)
 	ska := newSink(url, qa)
-	if !until(60*time.Second, ska.settled(la, sentAJobs)) {
+	if !polltest.Until(60*time.Second, ska.settled(la, sentAJobs)) {
 		t.Errorf("%s: A not settled within 60s", name)
 	}
 	if err := runA.stop(t); err != nil {
@@ -145,7 +146,7 @@ func TestFaultQueuesDeleted(t *testing.T) {
 	phase := func(what string, part []job) {
 		t.Helper()
 		sent = append(sent, publishAll(t, pubTr, q, part, 2, 5*time.Millisecond, stats)...)
-		if !until(60*time.Second, sk.settled(l, sent)) {
+		if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 			t.Fatalf("%s: not settled within 60s %s", name, what)
 		}
 	}
@@ -182,7 +183,7 @@ func TestFaultQueuesDeleted(t *testing.T) {
 func deleteEmpty(t *testing.T, url, queue string) {
 	t.Helper()
 	var last error
-	if !until(90*time.Second, func() bool {
+	if !polltest.Until(90*time.Second, func() bool {
 		last = raw(url, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(queue, false, true, false)
 			return err
@@ -229,7 +230,7 @@ func TestFaultLeastPrivilege(t *testing.T) {
 	stats := &publishStats{}
 	sent := publishAll(t, tr, q, jobs(name, 300), 2, 2*time.Millisecond, stats)
 	sk := newSink(adminURL, q)
-	if !until(60*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	if err := run.stop(t); err != nil {

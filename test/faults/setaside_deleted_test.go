@@ -9,6 +9,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -75,7 +76,7 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 		return sent
 	}
 	t.Cleanup(func() { flow() })
-	eventually(t, 30*time.Second, "the handler is busy", func() bool { return l.totalCalls() >= 20 })
+	polltest.Within(t, 30*time.Second, "the handler is busy", func() bool { return l.totalCalls() >= 20 })
 	var sent []job
 	for i, step := range []struct {
 		queue, metric string
@@ -96,7 +97,7 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 			part[k].ID = fmt.Sprintf("%s-step%d-%02d", name, i+1, k)
 		}
 		sent = append(sent, publishAll(t, pubTr, q, part, 2, 5*time.Millisecond, stats)...)
-		if !until(30*time.Second, sk.settled(l, sent)) {
+		if !polltest.Until(30*time.Second, sk.settled(l, sent)) {
 			t.Fatalf("%s: the messages that need %s not settled within 30s of its deletion", name, step.queue)
 		}
 		if got := m.counter(t, step.metric, step.attrs); got == 0 {
@@ -109,7 +110,7 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 			name, step.queue, at, step.metric, m.counter(t, step.metric, step.attrs))
 	}
 	sent = append(sent, flow()...)
-	if !until(60*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	if got := m.counter(t, acemq.MetricHeld, map[string]string{"queue": q}); got != 0 {
@@ -137,7 +138,7 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 	sko := newSink(url, qo)
 	held := map[string]string{"queue": qo, "destination": dlq, "why": "missing"}
 	want := int64(expected(sento)[endDLQ])
-	eventually(t, 30*time.Second, "the others settle and every dead letter is held", func() bool {
+	polltest.Within(t, 30*time.Second, "the others settle and every dead letter is held", func() bool {
 		sko.poll()
 		return lo.allAccepted(sento) && len(sko.parked) == expected(sento)[endParked] &&
 			m.counter(t, acemq.MetricHeld, held) == want
@@ -154,10 +155,10 @@ func TestFaultSetAsideQueuesDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	if !until(45*time.Second, sko.settled(lo, sento)) {
+	if !polltest.Until(45*time.Second, sko.settled(lo, sento)) {
 		t.Errorf("%s: not settled within 45s of the operator declaring %s again", name, dlq)
 	}
-	eventually(t, 30*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, held) == 0 })
+	polltest.Within(t, 30*time.Second, "no original is held", func() bool { return m.counter(t, acemq.MetricHeld, held) == 0 })
 	t.Logf("%s: declare off: the held dead letters placed %s after the operator declared %s",
 		name, time.Since(began).Round(time.Millisecond), dlq)
 	if err := runo.stop(t); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 // TestFaultShutdownIgnoredContext: a handler that ignores its context
@@ -68,7 +69,7 @@ func TestFaultShutdownIgnoredContext(t *testing.T) {
 	stats := &publishStats{}
 	published := make(chan []job, 1)
 	go func() { published <- publishAll(t, pubTr, q, js, 2, 10*time.Millisecond, stats) }()
-	eventually(t, 30*time.Second, "every stubborn handler runs", func() bool { return started.Load() == int64(len(stubborn)) })
+	polltest.Within(t, 30*time.Second, "every stubborn handler runs", func() bool { return started.Load() == int64(len(stubborn)) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -112,7 +113,7 @@ func TestFaultShutdownIgnoredContext(t *testing.T) {
 	sent := <-published
 	t.Logf("%s: producer: %s", name, stats)
 	sk := newSink(url, q)
-	if !until(60*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(60*time.Second, sk.settled(l, sent)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	mu.Lock()
@@ -125,7 +126,7 @@ func TestFaultShutdownIgnoredContext(t *testing.T) {
 
 	// Now the stubborn handlers answer, late: nothing may come of it.
 	releaseAll()
-	eventually(t, 60*time.Second, "every late answer is logged as discarded", func() bool {
+	polltest.Within(t, 60*time.Second, "every late answer is logged as discarded", func() bool {
 		return returned.Load() == int64(len(stubborn)) && discarded.Load() == int64(len(stubborn))
 	})
 	if err := run2.stop(t); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/amqplimit"
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -50,7 +51,7 @@ func TestFaultUnwritableCopies(t *testing.T) {
 	stats := &publishStats{}
 	sent := make(chan []job, 1)
 	go func() { sent <- publishAll(t, tr, q, healthy, 4, 20*time.Millisecond, stats) }()
-	eventually(t, 60*time.Second, "the handler is busy", func() bool { return l.totalCalls() > 20 })
+	polltest.Within(t, 60*time.Second, "the handler is busy", func() bool { return l.totalCalls() > 20 })
 
 	longID := name + "-a-" + strings.Repeat("i", 300-len(name)-3)
 	a := job{ID: longID, Always: true}
@@ -87,7 +88,7 @@ func TestFaultUnwritableCopies(t *testing.T) {
 	}
 
 	published := append(<-sent, a, job{ID: b.ID, Park: true}) // b's dead letter is parked instead
-	if !until(60*time.Second, sh.settled(l, published)) {
+	if !polltest.Until(60*time.Second, sh.settled(l, published)) {
 		t.Errorf("%s: not settled within 60s", name)
 	}
 	time.Sleep(500 * time.Millisecond) // a copy that loops would show itself
