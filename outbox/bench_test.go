@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
@@ -132,7 +133,7 @@ func benchRaw(b *testing.B, on *string) float64 {
 
 func benchRelay(b *testing.B) float64 {
 	tr, br := benchTransport(b)
-	pool := postgresPool(b, 8, "")
+	pool := brokertest.PostgresPool(b, brokertest.PoolConfig{MaxConns: 8})
 	o := newOutbox(b, pool)
 	q := uniq("outbox.bench.relay")
 	br.declareQueue(b, tr, q)

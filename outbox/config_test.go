@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -92,7 +93,7 @@ func TestNewRelay(t *testing.T) {
 
 func TestWriteRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	pool := postgresPool(t, 2, "")
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 2})
 	o := newOutbox(t, pool, outbox.WithMaxBodySize(1024))
 	long := strings.Repeat("q", 256)
 	for _, tc := range []struct {

@@ -11,24 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 )
 
 // fast is a backoff for tests that wait for a retry.
 var fast = outbox.WithBackoff(50*time.Millisecond, 200*time.Millisecond)
-
-// waitFor polls cond until it holds or fails the test after d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func TestUnroutableStaysUntilItsQueueExists(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, b broker) {
@@ -37,7 +27,7 @@ func TestUnroutableStaysUntilItsQueueExists(t *testing.T) {
 		stop := run(t, newRelay(t, f.o, f.tr, fast, outbox.WithPollInterval(50*time.Millisecond)))
 		id := write(t, f.pool, f.o, outbox.Message{Queue: missing, Body: []byte("wait for me")})[0]
 
-		waitFor(t, 10*time.Second, "the unroutable message was not retried", func() bool {
+		polltest.Eventually(t, "the unroutable message retried", func() bool {
 			n, _, _ := f.attemptsOf(t, id)
 			return n >= 2
 		})
@@ -68,7 +58,7 @@ func TestMissingExchangeStaysUntilItExists(t *testing.T) {
 		exchange := f.queue + ".x"
 		stop := run(t, newRelay(t, f.o, f.tr, fast, outbox.WithPollInterval(50*time.Millisecond)))
 		id := write(t, f.pool, f.o, outbox.Message{Exchange: exchange, RoutingKey: "order.placed", Body: []byte("x")})[0]
-		waitFor(t, 10*time.Second, "the message to a missing exchange was not retried", func() bool {
+		polltest.Eventually(t, "the message to a missing exchange retried", func() bool {
 			n, _, _ := f.attemptsOf(t, id)
 			return n >= 2
 		})
@@ -127,7 +117,7 @@ func TestRelayKilledBetweenPublishAndDeleteDuplicatesNeverLoses(t *testing.T) {
 		f := setup(t, b)
 		c := collect(t, f.tr, f.queue)
 		app := uniq("outbox_killed")
-		relayPool := postgresPool(t, 4, app)
+		relayPool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 4, AppName: app})
 		o, err := outbox.New(relayPool, outbox.WithTable(f.o.Table()))
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +136,7 @@ func TestRelayKilledBetweenPublishAndDeleteDuplicatesNeverLoses(t *testing.T) {
 		}
 		f.waitEmpty(t, 20*time.Second)
 		var got []transport.Delivery
-		waitFor(t, 10*time.Second, "not every message was delivered", func() bool {
+		polltest.Eventually(t, "every message delivered", func() bool {
 			got, _ = c.snapshot()
 			return len(distinct(got)) == n
 		})
@@ -184,7 +174,7 @@ func TestRelaySurvivesLostConnections(t *testing.T) {
 		f := setup(t, b)
 		c := collect(t, f.tr, f.queue)
 		app := uniq("outbox_lost")
-		o, err := outbox.New(postgresPool(t, 4, app), outbox.WithTable(f.o.Table()))
+		o, err := outbox.New(brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 4, AppName: app}), outbox.WithTable(f.o.Table()))
 		if err != nil {
 			t.Fatal(err)
 		}

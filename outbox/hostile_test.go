@@ -14,7 +14,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/internal/logging"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
@@ -188,7 +190,7 @@ func newHostileBench(t *testing.T) *hostileBench {
 	t.Helper()
 	mem := memory.New(memory.WithRealClock())
 	t.Cleanup(func() { _ = mem.Close() })
-	return &hostileBench{pool: postgresPool(t, 4, ""), mem: mem}
+	return &hostileBench{pool: brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 4}), mem: mem}
 }
 
 // run writes a good row, then each hostile row followed by a good one,
@@ -301,9 +303,7 @@ func (h *hostileBench) run(t *testing.T, cs []hostile) {
 		return len(left) <= bad && len(distinct(got)) >= wantGood
 	}
 	// What did not settle is reported row by row below.
-	for deadline := time.Now().Add(10 * time.Second); !settled() && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(polltest.Generous, settled)
 	time.Sleep(100 * time.Millisecond) // room for a duplicate to show
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v; no row may stop the relay", err)
@@ -393,7 +393,7 @@ func TestRelayRecoversAPanicOfOneRow(t *testing.T) {
 	core, logs := observer.New(zapcore.ErrorLevel)
 	stop := run(t, newRelay(t, f.o, &panicky{Transport: f.tr}, fast, outbox.WithLogger(zap.New(core))))
 	got := c.wait(t, 3, 10*time.Second)
-	waitFor(t, 10*time.Second, "the rows that panicked were not recorded", func() bool {
+	polltest.Eventually(t, "the rows that panicked recorded", func() bool {
 		n1, _, _ := f.attemptsOf(t, "nil-map")
 		n2, _, _ := f.attemptsOf(t, "odd-value")
 		return n1 >= 1 && n2 >= 1

@@ -2,10 +2,8 @@ package outbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -30,41 +28,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // unset, except under CI, where a missing service is a failure rather than
 // a silent pass.
 func env(tb testing.TB, name string) string { return brokertest.Env(tb, name) }
-
-// postgresPool connects to ACEMQ_POSTGRES_URL with at most maxConns
-// connections, named app in pg_stat_activity (so a test can kill exactly
-// its own), and closes the pool when the test ends.
-func postgresPool(tb testing.TB, maxConns int32, app string) *pgxpool.Pool {
-	tb.Helper()
-	raw := env(tb, "ACEMQ_POSTGRES_URL")
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		tb.Fatalf("ACEMQ_POSTGRES_URL %s: %v", redact(raw), errors.Unwrap(err))
-	}
-	cfg.MaxConns = maxConns
-	if app != "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = app
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("connect to %s: %v", redact(raw), err)
-	}
-	tb.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		tb.Fatalf("connect to %s: %v", redact(raw), err)
-	}
-	return pool
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
 
 // uniq is a name of this test's own, so runs and parallel tests never
 // collide.

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/acemq/acemq/internal/metrictest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 )
 
@@ -18,9 +18,7 @@ func TestMetricsAndLogs(t *testing.T) {
 	t.Parallel()
 	f := setup(t, brokers(t)[0])
 	c := collect(t, f.tr, f.queue)
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	mp, reader := metrictest.New(t)
 	core, logs := observer.New(zap.WarnLevel)
 
 	stop := run(t, newRelay(t, f.o, f.tr, outbox.WithMeterProvider(mp), outbox.WithLogger(zap.New(core)),
@@ -32,7 +30,7 @@ func TestMetricsAndLogs(t *testing.T) {
 		outbox.Message{Queue: f.queue + ".nowhere", Body: []byte("4")},
 	)
 	c.wait(t, 3, 10*time.Second)
-	waitFor(t, 10*time.Second, "the unroutable message was not recorded", func() bool {
+	polltest.Eventually(t, "the unroutable message recorded", func() bool {
 		s, err := f.o.Stats(context.Background())
 		return err == nil && s.Pending == 1 && s.Failing == 1
 	})
@@ -40,39 +38,18 @@ func TestMetricsAndLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					got[m.Name] += float64(p.Value)
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					got[m.Name] += float64(p.Count)
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					got[m.Name] = float64(p.Value)
-				}
-			}
+	for name, want := range map[string]int64{outbox.MetricPublished: 3, outbox.MetricUnroutable: 1} {
+		if got := metrictest.Sum(t, reader, name, nil); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
 		}
+	}
+	if n, _ := metrictest.Histogram(t, reader, outbox.MetricLag, nil); n != 3 {
+		t.Errorf("%s counted %d, want 3", outbox.MetricLag, n)
 	}
 	// The gauges' callback is unregistered once Run returned: they are
 	// reported only while a relay runs.
-	for name, want := range map[string]float64{
-		outbox.MetricPublished:  3,
-		outbox.MetricUnroutable: 1,
-		outbox.MetricLag:        3,
-	} {
-		if got[name] != want {
-			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
-		}
+	if v, ok := metrictest.Gauge(t, reader, outbox.MetricPending, nil); ok {
+		t.Errorf("%s = %v after Run returned, want it no longer reported", outbox.MetricPending, v)
 	}
 	warned := logs.FilterMessage("outbox message not published; it stays and will be retried").All()
 	if len(warned) != 1 {
@@ -86,32 +63,13 @@ func TestMetricsAndLogs(t *testing.T) {
 func TestPendingGaugeWhileRunning(t *testing.T) {
 	t.Parallel()
 	f := setup(t, brokers(t)[0])
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	mp, reader := metrictest.New(t)
 	write(t, f.pool, f.o, outbox.Message{Queue: f.queue + ".nowhere", Body: []byte("x")}, outbox.Message{Queue: f.queue + ".nowhere"})
 	stop := run(t, newRelay(t, f.o, f.tr, outbox.WithMeterProvider(mp), outbox.WithBackoff(time.Hour, time.Hour)))
-	var pending int64
 	var age float64
-	waitFor(t, 10*time.Second, "no pending gauge", func() bool {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				switch d := m.Data.(type) {
-				case metricdata.Gauge[int64]:
-					if m.Name == outbox.MetricPending && len(d.DataPoints) == 1 {
-						pending = d.DataPoints[0].Value
-					}
-				case metricdata.Gauge[float64]:
-					if m.Name == outbox.MetricOldestAge && len(d.DataPoints) == 1 {
-						age = d.DataPoints[0].Value
-					}
-				}
-			}
-		}
+	polltest.Eventually(t, "a pending gauge of 2", func() bool {
+		pending, _ := metrictest.Gauge(t, reader, outbox.MetricPending, nil)
+		age, _ = metrictest.Gauge(t, reader, outbox.MetricOldestAge, nil)
 		return pending == 2
 	})
 	if err := stop(); err != nil {

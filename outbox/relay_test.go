@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 )
@@ -26,7 +28,7 @@ type fixture struct {
 
 func setup(t *testing.T, b broker, opts ...outbox.Option) *fixture {
 	t.Helper()
-	f := &fixture{b: b, pool: postgresPool(t, 8, ""), tr: b.connect(t), queue: strings.ReplaceAll(uniq("outbox.test"), "_", ".")}
+	f := &fixture{b: b, pool: brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 8}), tr: b.connect(t), queue: strings.ReplaceAll(uniq("outbox.test"), "_", ".")}
 	f.o = newOutbox(t, f.pool, opts...)
 	b.declareQueue(t, f.tr, f.queue)
 	return f
@@ -56,12 +58,9 @@ func (f *fixture) rows(t testing.TB) int64 {
 // waitEmpty waits until the relay deleted every row.
 func (f *fixture) waitEmpty(t testing.TB, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for f.rows(t) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still in the outbox after %s", f.rows(t), d)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var left int64
+	if !polltest.Until(d, func() bool { left = f.rows(t); return left == 0 }) {
+		t.Fatalf("%d rows still in the outbox after %s", left, d)
 	}
 }
 
@@ -188,17 +187,13 @@ func TestRelayLatency(t *testing.T) {
 func listening(t *testing.T, f *fixture) {
 	t.Helper()
 	want := "LISTEN " + pgx.Identifier{f.o.Table()}.Sanitize()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var err error
+	if !polltest.Until(60*time.Second, func() bool {
 		var n int
-		err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE query = $1", want).Scan(&n)
-		if err == nil && n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay did not %s within 60s (%v)", want, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		err = f.pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE query = $1", want).Scan(&n)
+		return err == nil && n > 0
+	}) {
+		t.Fatalf("the relay did not %s within 60s (%v)", want, err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 )
@@ -38,7 +40,7 @@ func TestBlockedBrokerLeavesRowsAlone(t *testing.T) {
 	bt.blocked.Store(true)
 	stop := run(t, newRelay(t, f.o, bt, fast, outbox.WithPollInterval(50*time.Millisecond)))
 	ids := write(t, f.pool, f.o, outbox.Message{Queue: f.queue, Body: []byte("a")}, outbox.Message{Queue: f.queue, Body: []byte("b")})
-	waitFor(t, 10*time.Second, "the relay did not try again while blocked", func() bool { return bt.refused.Load() >= 6 })
+	polltest.Eventually(t, "the relay tried again while blocked", func() bool { return bt.refused.Load() >= 6 })
 	for _, id := range ids {
 		if n, last, ok := f.attemptsOf(t, id); !ok || n != 0 || last != "" {
 			t.Errorf("row %s while blocked: present %v, attempts %d, last error %q; want it untouched", id, ok, n, last)
@@ -54,7 +56,7 @@ func TestBlockedBrokerLeavesRowsAlone(t *testing.T) {
 
 func TestRunStopsWhenItCannotGoOn(t *testing.T) {
 	t.Parallel()
-	pool := postgresPool(t, 4, "")
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/outbox"
 )
 
@@ -14,7 +15,7 @@ func TestRelayOnAPoolOfOne(t *testing.T) {
 	t.Parallel()
 	f := setup(t, brokers(t)[0])
 	c := collect(t, f.tr, f.queue)
-	o, err := outbox.New(postgresPool(t, 1, ""), outbox.WithTable(f.o.Table()))
+	o, err := outbox.New(brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 1}), outbox.WithTable(f.o.Table()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestRelayOnAPoolOfOne(t *testing.T) {
 func TestSchemaQualifiedTable(t *testing.T) {
 	t.Parallel()
 	b := brokers(t)[0]
-	pool := postgresPool(t, 4, "")
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 4})
 	schema := uniq("outbox_schema")
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 )
 
@@ -45,15 +46,14 @@ func TestRelayPublishSpan(t *testing.T) {
 
 		got := c.wait(t, 2, 10*time.Second)
 		spans := map[string]sdktrace.ReadOnlySpan{} // by message id
-		deadline := time.Now().Add(10 * time.Second)
-		for len(spans) < 3 && time.Now().Before(deadline) {
+		polltest.Until(polltest.Generous, func() bool {
 			for _, s := range rec.Ended() {
 				if s.SpanKind() == trace.SpanKindProducer {
 					spans[attrOf(s, "messaging.message.id").AsString()] = s
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return len(spans) >= 3
+		})
 		if len(spans) != 3 {
 			t.Fatalf("%d producer spans, want 3", len(spans))
 		}

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-
+	"github.com/acemq/acemq/internal/metrictest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 )
@@ -27,9 +25,7 @@ func TestUnroutableOKForFanOutEvents(t *testing.T) {
 		}}); err != nil {
 			t.Fatal(err)
 		}
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		mp, reader := metrictest.New(t)
 		stop := run(t, newRelay(t, f.o, f.tr, fast, outbox.WithPollInterval(50*time.Millisecond),
 			outbox.WithUnroutableOK(events), outbox.WithMeterProvider(mp)))
 		ids := write(t, f.pool, f.o,
@@ -37,12 +33,12 @@ func TestUnroutableOKForFanOutEvents(t *testing.T) {
 			outbox.Message{Queue: f.queue + ".missing", Body: []byte("a command")},
 			outbox.Message{Exchange: other, RoutingKey: "x", Body: []byte("not named")},
 		)
-		waitFor(t, 10*time.Second, "the fan-out event was not deleted", func() bool {
+		polltest.Eventually(t, "the fan-out event deleted", func() bool {
 			_, _, ok := f.attemptsOf(t, ids[0])
 			return !ok
 		})
 		for _, id := range ids[1:] {
-			waitFor(t, 10*time.Second, "the kept rows were not tried", func() bool {
+			polltest.Eventually(t, "the kept rows tried", func() bool {
 				n, _, _ := f.attemptsOf(t, id)
 				return n >= 1
 			})
@@ -53,25 +49,8 @@ func TestUnroutableOKForFanOutEvents(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		dropped, kept := int64(0), int64(0)
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				if m.Name != outbox.MetricUnroutable {
-					continue
-				}
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					if v, _ := p.Attributes.Value(attribute.Key("dropped")); v.AsBool() {
-						dropped += p.Value
-					} else {
-						kept += p.Value
-					}
-				}
-			}
-		}
+		dropped := metrictest.Sum(t, reader, outbox.MetricUnroutable, map[string]string{"dropped": "true"})
+		kept := metrictest.Sum(t, reader, outbox.MetricUnroutable, map[string]string{"dropped": "false"})
 		if dropped != 1 || kept < 2 {
 			t.Errorf("%s: dropped %d, kept %d; want 1 and at least 2", outbox.MetricUnroutable, dropped, kept)
 		}
