@@ -24,6 +24,9 @@ type consumer struct {
 	// waiting for its message's handler (awaitRunning) was on it too.
 	// Guarded by mu; made when first asked for.
 	takenBack chan struct{}
+	// waitCapped says the first in-process wait cut short below the
+	// broker's consumer timeout was logged.
+	waitCapped atomic.Bool
 }
 
 // retakes is closed the next time the broker takes back what the

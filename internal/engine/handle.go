@@ -81,7 +81,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	took := time.Since(began)
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	answered(span, a)
-	s := settling{ctx: pctx, took: took, ran: true}
+	s := settling{ctx: pctx, took: took, ran: true, began: began}
 	owned, takenBack := w.end()
 	switch {
 	case !owned:

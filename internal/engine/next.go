@@ -38,6 +38,7 @@ const (
 	copyTooLarge                    // refused before it was written: over an AMQP limit
 	copyForGood                     // the broker refuses every publish until an operator acts (forgood.go)
 	copyStopped                     // not published: the stop ended the pause before it
+	copyTakenBack                   // not published: the broker took the original back during the pause (its consumer_timeout closed the channel)
 )
 
 // pause is what the settlement waits before it publishes the copy (again),
@@ -83,6 +84,7 @@ const (
 	turnHeld                      // refused: hold the original and try the copy again
 	turnStillHeld                 // a held copy is still refused: try again
 	turnStopped                   // the stop ended the pause: give the original back
+	turnTakenBack                 // the broker has the original again: publish nothing, settle nothing
 )
 
 // nackRetries is how many times a nacked copy is published again before
@@ -112,6 +114,25 @@ func start(v verdict) plan {
 	return p
 }
 
+// withinBrokerTimeout caps a wait in the process at limit, the time the
+// broker leaves the original before its consumer timeout takes it back
+// (the engine's cap below the timeout, less what the handler took): held
+// longer, the original would come back and run again at the same attempt,
+// round and round, the ladder never spent. The retry comes sooner than the
+// policy asked instead. It reports whether it capped the wait.
+func withinBrokerTimeout(p plan, limit time.Duration) (plan, bool) {
+	if p.pause.kind != pauseWait || p.pause.d <= limit {
+		return p, false
+	}
+	limit = max(limit, 0)
+	p.copy.wait = limit
+	p.pause.d = limit
+	if limit == 0 {
+		p.pause = pause{}
+	}
+	return p, true
+}
+
 // ending is p settling its original with s and outcome o.
 func (p plan) ending(s settlement, o outcome) plan {
 	p.settle, p.outcome, p.pause = s, o, pause{}
@@ -137,6 +158,10 @@ func next(q *queueRun, env wire.Envelope, p plan, r published, err error, blocke
 		return p.ending(settleGiveBack, outcomeGivenBack), turnForGood
 	case r == copyStopped:
 		return p.ending(settleGiveBack, outcomeGivenBack), turnStopped
+	case r == copyTakenBack:
+		// It is delivered again, to be handled again: a copy now would
+		// be a second message, and a second chain of retries.
+		return p.ending(settleDrop, outcomeGivenBack), turnTakenBack
 	case r == copyTooLarge && !p.copy.trim:
 		// Nothing was written and no connection harmed; the same copy
 		// would fail the same way every time.

@@ -128,6 +128,10 @@ func TestNext(t *testing.T) {
 			}},
 		{name: "held, the stop comes (shutdown): given back", q: plain, from: held(dead), r: []published{copyStopped},
 			want: turnStopped, settle: settleGiveBack, outcome: outcomeGivenBack},
+		{name: "waiting in the process, the broker took it back (consumer_timeout): nothing published, nothing settled", q: plain, from: start(verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 3, wait: time.Hour}}),
+			r: []published{copyTakenBack}, want: turnTakenBack, settle: settleDrop, outcome: outcomeGivenBack},
+		{name: "held, the broker took it back (consumer_timeout): dropped, the broker delivers it again", q: plain, from: held(dead), r: []published{copyTakenBack},
+			want: turnTakenBack, settle: settleDrop, outcome: outcomeGivenBack},
 		{name: "republishing, the stop's cut (shutdown_cut): given back", q: plain, from: start(retryRung), r: []published{copyBlocked, copyStopped},
 			want: turnStopped, settle: settleGiveBack, outcome: outcomeGivenBack},
 	}
@@ -179,5 +183,37 @@ func TestNextNeverLoopsOnAFailure(t *testing.T) {
 				t.Fatalf("%d after %d publishes: publishes again at once (turn %d, %+v)", r, i+1, tt, p)
 			}
 		}
+	}
+}
+
+// TestWithinBrokerTimeout: a wait in the process longer than the broker
+// leaves the original is cut to what it leaves; nothing else changes.
+func TestWithinBrokerTimeout(t *testing.T) {
+	t.Parallel()
+	inProcess := func(d time.Duration) plan {
+		return start(verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 2, wait: d}})
+	}
+	tests := []struct {
+		name   string
+		p      plan
+		limit  time.Duration
+		want   pause
+		capped bool
+	}{
+		{"within the limit", inProcess(10 * time.Second), 27 * time.Second, pause{d: 10 * time.Second, kind: pauseWait}, false},
+		{"over it: cut to it", inProcess(time.Hour), 27 * time.Second, pause{d: 27 * time.Second, kind: pauseWait}, true},
+		{"the handler took it all: at once", inProcess(time.Minute), -2 * time.Second, pause{}, true},
+		{"a rung's wait is the broker's", start(verdict{settle: settleCopy, where: "broker", copy: hop{to: "orders.retry.1h", rung: true, delay: time.Hour}}), time.Second, pause{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, capped := withinBrokerTimeout(tt.p, tt.limit)
+			if got.pause != tt.want || capped != tt.capped {
+				t.Fatalf("pause %+v capped %v, want %+v %v", got.pause, capped, tt.want, tt.capped)
+			}
+			if tt.p.pause.kind == pauseWait && got.copy.wait != got.pause.d {
+				t.Errorf("the copy's wait %v, its pause %v: the log and span would say another wait", got.copy.wait, got.pause.d)
+			}
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
@@ -17,9 +16,12 @@ type settling struct {
 	plan
 	ctx  context.Context // the process span's: every copy is its child
 	took time.Duration   // how long the handler ran
-	ran  bool            // a handler ran: not so for an overdue message's redelivery
-	held bool            // the process span ended when the original was held
-	off  bool            // the settlement left the worker for a goroutine of its own
+	// began is when the handler began on the delivery: the broker's
+	// consumer timeout runs from before it (zero: no handler ran).
+	began time.Time
+	ran   bool // a handler ran: not so for an overdue message's redelivery
+	held  bool // the process span ended when the original was held
+	off   bool // the settlement left the worker for a goroutine of its own
 
 	why          string    // why a held copy was refused ("missing", "nacked", "refused")
 	heldSince    time.Time // when its original was first held
@@ -48,12 +50,35 @@ func (s settling) instead(st settlement) settling {
 // publish.
 func (c *consumer) settle(d transport.Delivery, m message, s settling) {
 	if s.settle == settleCopy {
-		s.plan = start(s.verdict)
+		s.plan = c.planOf(s.verdict, s.heldFor())
 		if s.where == "process" { // a broker wait counts once the broker took it
 			c.count(m, s.verdict)
 		}
 	}
 	c.carry(d, m, s)
+}
+
+// heldFor is how long the original has been held here so far.
+func (s settling) heldFor() time.Duration {
+	if s.began.IsZero() {
+		return 0
+	}
+	return time.Since(s.began)
+}
+
+// planOf is the plan of v's copy, its wait in the process capped below the
+// broker's consumer timeout once it is learnt (withinBrokerTimeout); took
+// is how long the original has been held already.
+func (c *consumer) planOf(v verdict, took time.Duration) plan {
+	p := start(v)
+	if b := c.e.overdue.brokerTimeout(c.q.name); b > 0 {
+		var capped bool
+		if p, capped = withinBrokerTimeout(p, capBelow(b)-took); capped && c.waitCapped.CompareAndSwap(false, true) {
+			c.e.log.Warn("acemq: a retry's wait in the process is longer than the broker's consumer timeout allows; such waits are cut short below it, so that the broker does not take the message back and deliver it again at the same attempt. Give the queue rungs or the delay queues for long waits",
+				zap.String("queue", c.q.name), zap.Stringer("wait", v.copy.wait), zap.Stringer("now", p.copy.wait), zap.Stringer("broker_timeout", b))
+		}
+	}
+	return p
 }
 
 func (c *consumer) carry(d transport.Delivery, m message, s settling) {
@@ -77,8 +102,8 @@ func (c *consumer) carryOff(d transport.Delivery, m message, s settling) {
 // try waits out the plan's pause, publishes its copy once, and takes the
 // turn next says.
 func (c *consumer) try(d transport.Delivery, m message, s settling) settling {
-	r, err := copyStopped, error(nil)
-	if c.wait(s.pause) {
+	r, err := c.wait(s.pause), error(nil)
+	if r == copyRouted { // the pause is over: publish
 		if s.holding && s.why == "missing" {
 			c.redeclare(s.copy.to)
 		}
@@ -97,21 +122,41 @@ func (c *consumer) try(d transport.Delivery, m message, s settling) settling {
 	return c.turned(m, s, was, t, r, err)
 }
 
-// wait waits out p. It reports false when the stop ended it and the copy
-// is not to be published.
-func (c *consumer) wait(p pause) bool {
+// wait waits out p. It returns copyRouted when the copy is to be
+// published now; copyStopped when the stop ended the pause and it is not;
+// copyTakenBack when the broker took back what the consumer's channel
+// held meanwhile (its consumer_timeout): the original among it, which the
+// broker delivers again.
+func (c *consumer) wait(p pause) published {
+	if p.kind == pauseNone {
+		return copyRouted
+	}
+	retaken := c.retakes()
+	var stop <-chan struct{}
 	switch p.kind {
 	case pauseWait:
 		select {
 		case <-c.e.clock.After(p.d):
-		case <-c.e.stop.cancelled:
+		case <-c.e.stop.cancelled: // a stop does not wait it out
+		case <-retaken:
+			return copyTakenBack
 		}
+		return copyRouted
 	case pauseRepublish:
-		return backoff.Sleep(context.Background(), nil, p.d, c.e.stop.cut) == nil
+		stop = c.e.stop.cut
 	case pauseHeld:
-		return backoff.Sleep(context.Background(), nil, p.d, c.e.stop.cancelled) == nil
+		stop = c.e.stop.cancelled
 	}
-	return true
+	t := time.NewTimer(p.d) // the wall clock: see pauseRepublish
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return copyRouted
+	case <-stop:
+		return copyStopped
+	case <-retaken:
+		return copyTakenBack
+	}
 }
 
 // end settles the original as s says, and reports it (finish) just

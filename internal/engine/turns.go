@@ -32,6 +32,7 @@ func (c *consumer) turned(m message, s settling, was plan, t turn, r published, 
 			append(c.hopFields(m, was.verdict), zap.String("parked_reason", s.copy.reason), zap.Error(err))...)
 	case turnRungMissing, turnDelaysMissing:
 		c.missing(m, s, was, t)
+		s.plan = c.planOf(s.verdict, s.heldFor())
 		c.count(m, s.verdict)
 	case turnBlocked, turnNacked:
 		if was.tries == 0 { // once, as the first publish fails
@@ -63,6 +64,9 @@ func (c *consumer) turned(m message, s settling, was plan, t turn, r published, 
 			c.e.log.Warn("acemq: a copy is still refused; the original stays held", append(c.hopFields(m, s.verdict),
 				zap.String("why", s.why), zap.Time("held_since", s.heldSince), zap.Stringer("held_for", time.Since(s.heldSince)))...)
 		}
+	case turnTakenBack:
+		c.e.log.Warn("acemq: the broker took the original back while its copy waited here (its consumer_timeout closed the channel); the copy is not published, as the broker delivers the message again",
+			c.hopFields(m, was.verdict)...)
 	case turnStopped:
 		fields := c.hopFields(m, was.verdict)
 		if was.holding {
