@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -61,7 +62,7 @@ func TestPostgresDatabaseDown(t *testing.T) {
 func TestPostgresReleaseError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	s, table := newPostgres(t, pool)
 	if r, err := s.Claim(ctx, "order-1"); r != idempotency.Claimed || err != nil {
 		t.Fatalf("Claim = %v, %v", r, err)

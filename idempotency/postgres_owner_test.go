@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/brokertest"
 )
 
 // Three stores on one table stand for three instances of a service. A's
@@ -15,7 +16,7 @@ import (
 // the id over: whatever A does next, C must not be let in while B works.
 func TestPostgresTakeoverAcrossInstances(t *testing.T) {
 	t.Parallel()
-	pool := postgresPool(t, 10)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 10})
 	const a, b, c = 0, 1, 2
 	type move struct {
 		store int
@@ -94,7 +95,7 @@ const claimTxCommitted op = -1
 func TestPostgresUpgradesAnOldTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	clock := newFakeClock()
 	table := testTable()
 	s, err := idempotency.NewPostgres(pool, idempotency.WithTable(table), idempotency.WithClock(clock))

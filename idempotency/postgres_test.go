@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,47 +14,13 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq/idempotency"
 )
-
-// postgresPool connects to ACEMQ_POSTGRES_URL and closes the pool when the
-// test ends. The test skips when the variable is unset, except under CI,
-// where a missing database is a failure rather than a silent pass.
-func postgresPool(tb testing.TB, maxConns int32) *pgxpool.Pool {
-	tb.Helper()
-	raw := brokertest.PostgresURL(tb)
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		tb.Fatalf("ACEMQ_POSTGRES_URL %s: %v", redact(raw), errors.Unwrap(err))
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("connect to %s: %v", redact(raw), err)
-	}
-	tb.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		tb.Fatalf("connect to %s: %v", redact(raw), err)
-	}
-	return pool
-}
-
-// redact hides the password of a connection URL.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
 
 // testTable is a table name of this test's own, so runs never collide.
 func testTable() string { return fmt.Sprintf("idem_test_%016x", rand.Uint64()) }
@@ -87,7 +52,7 @@ func createTable(tb testing.TB, pool *pgxpool.Pool, s *idempotency.Postgres, tab
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	pool := postgresPool(t, 20) // PostgreSQL allows 100 connections, and others share it
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 20}) // PostgreSQL allows 100 connections, and others share it
 	runStoreSuite(t, func(t *testing.T, clock *fakeClock) idempotency.Store {
 		s, _ := newPostgres(t, pool, idempotency.WithLease(suiteLease), idempotency.WithRetention(suiteRetention),
 			idempotency.WithClock(clock))
@@ -98,7 +63,7 @@ func TestPostgres(t *testing.T) {
 func TestPostgresDatabaseClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	const lease = 500 * time.Millisecond
 	s, _ := newPostgres(t, pool, idempotency.WithLease(lease))
 	before := time.Now()
@@ -112,23 +77,16 @@ func TestPostgresDatabaseClock(t *testing.T) {
 		t.Fatalf("second Claim %v after the first = %v, %v; want in progress", took, r, err)
 	}
 	// The database's own clock ends the lease; poll rather than guess.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	polltest.Eventually(t, "the lease ended", func() bool {
 		r, err := s.Claim(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r == idempotency.Claimed {
-			break
-		}
-		if r != idempotency.InProgress {
+		if r != idempotency.Claimed && r != idempotency.InProgress {
 			t.Fatalf("Claim of an unconfirmed id = %v", r)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lease never ended")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return r == idempotency.Claimed
+	})
 	if err := s.Confirm(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +100,7 @@ func TestPostgresDatabaseClock(t *testing.T) {
 // the database, not by anything either process holds.
 func TestPostgresConcurrentClaimsAcrossPools(t *testing.T) {
 	t.Parallel()
-	pools := []*pgxpool.Pool{postgresPool(t, 10), postgresPool(t, 10)}
+	pools := []*pgxpool.Pool{brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 10}), brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 10})}
 	first, table := newPostgres(t, pools[0])
 	second, err := idempotency.NewPostgres(pools[1], idempotency.WithTable(table))
 	if err != nil {
@@ -180,7 +138,7 @@ func TestPostgresConcurrentClaimsAcrossPools(t *testing.T) {
 func TestPostgresCleanup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	clock := newFakeClock()
 	s, table := newPostgres(t, pool, idempotency.WithLease(time.Minute), idempotency.WithRetention(time.Hour),
 		idempotency.WithClock(clock))
@@ -229,7 +187,7 @@ func TestPostgresCleanup(t *testing.T) {
 func TestPostgresSchemaQualifiedTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	schema := testTable()
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
@@ -255,7 +213,7 @@ func TestPostgresSchemaQualifiedTable(t *testing.T) {
 func TestPostgresOddIDsAreData(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	s, table := newPostgres(t, pool)
 	want := map[string]bool{}
 	for _, tt := range oddIDs() {
@@ -295,7 +253,7 @@ func TestPostgresOddIDsAreData(t *testing.T) {
 func TestPostgresClaimTxSharesKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	s, _ := newPostgres(t, pool)
 	for _, tt := range oddIDs() {
 		if r, err := s.Claim(ctx, tt.id); r != idempotency.Claimed || err != nil {
@@ -319,7 +277,7 @@ func TestPostgresClaimTxSharesKeys(t *testing.T) {
 
 func BenchmarkPostgresClaimConfirm(b *testing.B) {
 	ctx := context.Background()
-	pool := postgresPool(b, 8)
+	pool := brokertest.PostgresPool(b, brokertest.PoolConfig{MaxConns: 8})
 	s, _ := newPostgres(b, pool)
 	ids := uuids(1 << 16)
 	// run is a prefix of one run of a sub-benchmark's own: with -count, the

@@ -14,6 +14,8 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 )
 
 func claimTx(t *testing.T, pool *pgxpool.Pool, s *idempotency.Postgres, id string) (pgx.Tx, idempotency.ClaimResult) {
@@ -45,7 +47,7 @@ func TestPostgresClaimTx(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool := postgresPool(t, 0)
+			pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 			s, _ := newPostgres(t, pool)
 			tx, r := claimTx(t, pool, s, "a")
 			if r != idempotency.Claimed {
@@ -79,7 +81,7 @@ func TestPostgresClaimTxWaitsForTheOther(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool := postgresPool(t, 4)
+			pool := brokertest.PostgresPool(t, brokertest.PoolConfig{MaxConns: 4})
 			s, _ := newPostgres(t, pool)
 			first, r := claimTx(t, pool, s, "a")
 			if r != idempotency.Claimed {
@@ -126,20 +128,15 @@ func TestPostgresClaimTxWaitsForTheOther(t *testing.T) {
 // waitForLock returns once the backend pid is waiting on a lock.
 func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	polltest.Eventually(t, "the second transaction waits for the first", func() bool {
 		var waiting bool
 		err := pool.QueryRow(context.Background(),
 			"SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the second transaction never waited for the first")
+		return waiting
+	})
 }
 
 // ClaimTx meets the middleware's form of claim (which it should not, on
@@ -148,7 +145,7 @@ func waitForLock(t *testing.T, pool *pgxpool.Pool, pid uint32) {
 func TestPostgresClaimTxAndLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	clock := newFakeClock()
 	s, _ := newPostgres(t, pool, idempotency.WithLease(time.Minute), idempotency.WithClock(clock))
 	claim := func(id string) {
@@ -189,7 +186,7 @@ func TestPostgresClaimTxAndLeases(t *testing.T) {
 func TestPostgresClaimTxHandler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := postgresPool(t, 0)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	s, _ := newPostgres(t, pool)
 	orders := testTable()
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+orders+" (message_id text NOT NULL, body bytea NOT NULL)"); err != nil {

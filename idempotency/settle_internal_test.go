@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -84,11 +82,7 @@ func TestMemoryKeepsNothingSettled(t *testing.T) {
 func TestPostgresKeepsNothingSettled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, brokertest.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	for _, tt := range settleCases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

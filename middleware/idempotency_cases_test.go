@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/metrictest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -48,11 +48,11 @@ func TestIdempotentInProgress(t *testing.T) {
 			t.Parallel()
 			forEachStore(t, func(t *testing.T, store idempotency.Store) {
 				ctx := context.Background()
-				reader := sdkmetric.NewManualReader()
+				mp, reader := metrictest.New(t)
 				core, logs := observer.New(zapcore.DebugLevel)
 				var hooked, calls atomic.Int32
 				h := middleware.Idempotent(store,
-					middleware.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+					middleware.WithMeterProvider(mp),
 					middleware.WithLogger(zap.New(core)),
 					middleware.WithDuplicateHook(func(context.Context, *acemq.Message) { hooked.Add(1) }),
 				)(answering(&calls, ack.Accept()))
@@ -282,8 +282,7 @@ func TestIdempotentUnknownClaimResult(t *testing.T) {
 
 func TestIdempotentCountsDuplicates(t *testing.T) {
 	t.Parallel()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mp, reader := metrictest.New(t)
 	core, logs := observer.New(zapcore.DebugLevel)
 	var hooked []string
 	var calls atomic.Int32
@@ -313,30 +312,11 @@ func TestIdempotentCountsDuplicates(t *testing.T) {
 	}
 }
 
-// counted is the sum of the counter name, whose every point must be of
+// counted is the total of the counter name, whose every point must be of
 // queue "orders".
 func counted(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			var n int64
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				if q, _ := dp.Attributes.Value("queue"); q.AsString() != "orders" {
-					t.Errorf("data point for queue %q", q.AsString())
-				}
-				n += dp.Value
-			}
-			return n
-		}
-	}
-	return 0
+	return metrictest.SumEvery(t, reader, name, map[string]string{"queue": "orders"})
 }
 
 // Of many concurrent deliveries of one message, one runs the handler; the
@@ -510,19 +490,9 @@ func storeOf(t *testing.T, kind string, opts ...idempotency.Option) idempotency.
 // CI, where a missing database fails the test.
 func postgresStore(tb testing.TB, opts ...idempotency.PostgresOption) *idempotency.Postgres {
 	tb.Helper()
-	raw := brokertest.PostgresURL(tb)
+	pool := brokertest.PostgresPool(tb, brokertest.PoolConfig{MaxConns: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(raw)
-	if err != nil {
-		tb.Fatalf("ACEMQ_POSTGRES_URL: %v", err)
-	}
-	cfg.MaxConns = 10
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pool.Close)
 	table := fmt.Sprintf("idem_mw_%016x", rand.Uint64())
 	store, err := idempotency.NewPostgres(pool, append(opts, idempotency.WithTable(table))...)
 	if err != nil {

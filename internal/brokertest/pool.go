@@ -58,3 +58,22 @@ func OpenPool(tb testing.TB, url string, cfg PoolConfig) *pgxpool.Pool {
 	}
 	return pool
 }
+
+// RefusedURL is a PostgreSQL URL on which nothing listens (port 1 of
+// 127.0.0.1), with the password "secret": for a test of a database that is
+// down, whose errors must say why and never show the password.
+const RefusedURL = "postgres://acemq:secret@127.0.0.1:1/x?connect_timeout=1"
+
+// RefusedPool is a pool on RefusedURL, closed when the test ends. pgxpool
+// connects lazily, so it never connects: a constructor's settings can be
+// checked on it without a database, and every query fails as against a
+// database that is down.
+func RefusedPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), RefusedURL)
+	if err != nil {
+		tb.Fatalf("a pool on %s: %s", redact.URL(RefusedURL), redact.Error(err, RefusedURL))
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}

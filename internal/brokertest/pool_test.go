@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
 )
@@ -74,5 +75,21 @@ func TestPostgresPoolConfig(t *testing.T) {
 	}
 	if app != "brokertest-pool" {
 		t.Errorf("application_name = %q, want brokertest-pool", app)
+	}
+}
+
+// The refused pool is made without a database and fails its first query,
+// saying so without the password.
+func TestRefusedPool(t *testing.T) {
+	t.Parallel()
+	pool := brokertest.RefusedPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := pool.Ping(ctx)
+	if err == nil {
+		t.Fatal("Ping on the refused pool succeeded")
+	}
+	if strings.Contains(brokertest.RefusedURL, "secret") && !strings.Contains(err.Error(), "127.0.0.1") {
+		t.Errorf("Ping = %v, want it to name the server", err)
 	}
 }

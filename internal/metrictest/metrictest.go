@@ -13,9 +13,8 @@
 // outcome, the rung) while the instruments add others (the queue, the
 // kind) it need not spell out. A value is compared as the attribute
 // prints (attribute.Value.Emit): a string as it is, a bool as true or
-// false, a number in decimal. To check that no point strays (every point
-// of queue "orders"), compare the total over nil with the total over the
-// pair.
+// false, a number in decimal. SumEvery checks instead that no point
+// strays (every point of queue "orders").
 package metrictest
 
 import (
@@ -69,6 +68,19 @@ func Sum(tb testing.TB, r sdkmetric.Reader, name string, attrs map[string]string
 		}
 	}
 	return total
+}
+
+// SumEvery is the total of the int64 counter name over all its points,
+// failing the test (Errorf) when a point does not match attrs: for an
+// instrument whose every count must carry them, a middleware on one queue
+// that must not count under another.
+func SumEvery(tb testing.TB, r sdkmetric.Reader, name string, attrs map[string]string) int64 {
+	tb.Helper()
+	all := Sum(tb, r, name, nil)
+	if matched := Sum(tb, r, name, attrs); matched != all {
+		tb.Errorf("metrictest: %s counted %d, of which %d without %v", name, all, all-matched, attrs)
+	}
+	return all
 }
 
 // Histogram is the count and sum of the float64 histogram name over its

@@ -76,6 +76,28 @@ func TestSumMatchesASubsetOfTheAttributes(t *testing.T) {
 	}
 }
 
+func TestSumEveryFailsOnAStrayPoint(t *testing.T) {
+	t.Parallel()
+	mp, r := metrictest.New(t)
+	c, err := mp.Meter("test").Int64Counter("duplicates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(context.Background(), 2, metric.WithAttributes(attribute.String("queue", "orders")))
+	orders := map[string]string{"queue": "orders"}
+	if failed := failure(func(tb testing.TB) {
+		if got := metrictest.SumEvery(tb, r, "duplicates", orders); got != 2 {
+			tb.Errorf("SumEvery = %d, want 2", got)
+		}
+	}); failed != "" {
+		t.Fatalf("SumEvery with every point of orders: %s", failed)
+	}
+	c.Add(context.Background(), 1, metric.WithAttributes(attribute.String("queue", "bills")))
+	if failed := failure(func(tb testing.TB) { metrictest.SumEvery(tb, r, "duplicates", orders) }); !strings.Contains(failed, "counted 3, of which 1 without") {
+		t.Errorf("SumEvery with a point of bills failed with %q, want it to say one strays", failed)
+	}
+}
+
 func TestHistogram(t *testing.T) {
 	t.Parallel()
 	mp, r := metrictest.New(t)
