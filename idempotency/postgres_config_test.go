@@ -1,7 +1,6 @@
 package idempotency_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -10,23 +9,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/brokertest"
 )
-
-// unconnectedPool is a pool that never connects: NewPostgres does no I/O,
-// so its settings can be checked without a database.
-func unconnectedPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
 
 func TestNewPostgresTableNames(t *testing.T) {
 	t.Parallel()
-	pool := unconnectedPool(t)
+	pool := brokertest.RefusedPool(t)
 	tests := []struct {
 		table string
 		ok    bool
@@ -70,7 +58,7 @@ func TestNewPostgresTableNames(t *testing.T) {
 
 func TestNewPostgresSettings(t *testing.T) {
 	t.Parallel()
-	pool := unconnectedPool(t)
+	pool := brokertest.RefusedPool(t)
 	tests := []struct {
 		name string
 		pool *pgxpool.Pool

@@ -8,18 +8,13 @@ import (
 
 	"github.com/acemq/acemq/idempotency"
 	"github.com/acemq/acemq/internal/brokertest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A database that cannot be reached makes every call fail, soon, with an
 // error that says so and does not show the password.
 func TestPostgresDatabaseDown(t *testing.T) {
 	t.Parallel()
-	pool, err := pgxpool.New(context.Background(), downURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := brokertest.RefusedPool(t)
 	s, err := idempotency.NewPostgres(pool)
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +70,6 @@ func TestPostgresReleaseError(t *testing.T) {
 		t.Errorf("Release with the table gone = %v, want an error that says what failed", err)
 	}
 }
-
-// downURL is a database that is not there: nothing listens on port 1.
-const downURL = "postgres://acemq:secret@127.0.0.1:1/x?connect_timeout=1"
 
 // BenchmarkPostgresClaimConfirm is what the store adds to a message handled
 // for the first time: two statements, so two round trips to the database.

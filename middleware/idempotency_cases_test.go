@@ -14,7 +14,6 @@ import (
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/internal/metrictest"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -419,11 +418,7 @@ func TestIdempotentOddIDs(t *testing.T) {
 // reason says why without the password.
 func TestIdempotentDatabaseDown(t *testing.T) {
 	t.Parallel()
-	pool, err := pgxpool.New(context.Background(), "postgres://acemq:secret@127.0.0.1:1/x?connect_timeout=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := brokertest.RefusedPool(t)
 	store, err := idempotency.NewPostgres(pool)
 	if err != nil {
 		t.Fatal(err)

@@ -8,27 +8,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport/memory"
 )
 
-// lazyPool is a pool that never connects: New and NewRelay do no I/O.
-func lazyPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), "postgres://nobody:secret@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func TestNew(t *testing.T) {
 	t.Parallel()
-	pool := lazyPool(t)
+	pool := brokertest.RefusedPool(t)
 	if _, err := outbox.New(nil); err == nil {
 		t.Error("New(nil) succeeded")
 	}
@@ -61,7 +49,7 @@ func TestNew(t *testing.T) {
 
 func TestNewRelay(t *testing.T) {
 	t.Parallel()
-	o, err := outbox.New(lazyPool(t))
+	o, err := outbox.New(brokertest.RefusedPool(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +130,7 @@ func TestWriteRefusesBadInput(t *testing.T) {
 
 func TestWriteDefaultMaxBody(t *testing.T) {
 	t.Parallel()
-	o, err := outbox.New(lazyPool(t))
+	o, err := outbox.New(brokertest.RefusedPool(t))
 	if err != nil {
 		t.Fatal(err)
 	}

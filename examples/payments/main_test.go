@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/internal/brokertest"
@@ -38,11 +36,7 @@ func (g *gateway) Charge(_ context.Context, _, card string, _ int64) error {
 // virtual clock.
 func TestPayments(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, brokertest.Env(t, "ACEMQ_POSTGRES_URL"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := brokertest.PostgresPool(t, brokertest.PoolConfig{})
 	gw := &gateway{timeouts: 5, calls: map[string]int{}}
 	svc, err := New(ctx, pool, gw)
 	if err != nil {

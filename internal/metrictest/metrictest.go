@@ -179,4 +179,3 @@ func matches(set attribute.Set, attrs map[string]string) bool {
 	}
 	return true
 }
-
