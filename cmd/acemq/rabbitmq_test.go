@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -119,16 +120,13 @@ func TestRabbitMQBadPassword(t *testing.T) {
 
 func waitDepth(t *testing.T, tr transport.Transport, q string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := tr.Inspect(context.Background(), q)
-		if err == nil && info.Messages == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d (%v), want %d", q, info.Messages, err, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var info transport.QueueInfo
+	var err error
+	if !polltest.Until(polltest.Generous, func() bool {
+		info, err = tr.Inspect(context.Background(), q)
+		return err == nil && info.Messages == want
+	}) {
+		t.Fatalf("%s holds %d (%v), want %d", q, info.Messages, err, want)
 	}
 }
 

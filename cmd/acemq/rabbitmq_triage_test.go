@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/internal/triage"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -330,17 +331,13 @@ func TestRabbitMQTriageDiscardWhileAnotherReaderRequeues(t *testing.T) {
 	giveBack := s.hold(t, other, q)
 	waitDepth(t, tr, dlq, s.total-s.held)
 	file := s.run(t, dialRabbitMQ, u, q, giveBack, func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			info, err := tr.Inspect(context.Background(), dlq)
-			if err == nil && info.Messages >= s.total { // the hook runs before the move takes any
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("the other reader's messages are not ready again: %+v %v", info, err)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		var info transport.QueueInfo
+		var err error
+		if !polltest.Until(polltest.Generous, func() bool {
+			info, err = tr.Inspect(context.Background(), dlq)
+			return err == nil && info.Messages >= s.total // the hook runs before the move takes any
+		}) {
+			t.Errorf("the other reader's messages are not ready again: %+v %v", info, err)
 		}
 	})
 	s.account(t, "triage-discard-requeued", archivedIDs(t, file), drainIDs(t, tr, dlq))

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -168,19 +168,18 @@ func randomHex(tb testing.TB, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// get waits up to 10s for one message on queue.
+// get waits for one message on queue.
 func get(ch *amqp.Channel, queue string) (amqp.Delivery, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, ok, err := ch.Get(queue, false)
-		if err != nil || ok {
-			return d, err
-		}
-		if time.Now().After(deadline) {
-			return d, errors.New("nothing in " + queue)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var d amqp.Delivery
+	var ok bool
+	var err error
+	if !polltest.Until(polltest.Generous, func() bool {
+		d, ok, err = ch.Get(queue, false)
+		return err != nil || ok
+	}) {
+		return d, errors.New("nothing in " + queue)
 	}
+	return d, err
 }
 
 // tableBytes is the encoded size of h as the headers table.

@@ -41,10 +41,10 @@ func Until(within time.Duration, cond func() bool) bool {
 	return ok
 }
 
-// wait polls cond, quickly at first (a memory-transport test is done in
-// microseconds) and then every few milliseconds (so that a wait of seconds
-// does not spin a core the other tests need), until it holds or within
-// passes; cond is checked once more at the deadline.
+// wait polls cond until it holds or within passes, the pause between two
+// checks doubling from 100 µs (a memory-transport test is done in
+// microseconds) to 50 ms (so that a wait of seconds, or a condition that
+// asks a broker, does not take a core the other tests need).
 func wait(within time.Duration, cond func() bool) (time.Duration, bool) {
 	began := time.Now()
 	deadline := began.Add(within)
@@ -54,7 +54,7 @@ func wait(within time.Duration, cond func() bool) (time.Duration, bool) {
 			return time.Since(began), false
 		}
 		time.Sleep(pause)
-		pause = min(2*pause, 20*time.Millisecond)
+		pause = min(2*pause, 50*time.Millisecond)
 	}
 	return time.Since(began), true
 }

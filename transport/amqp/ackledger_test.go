@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -183,10 +184,7 @@ func TestAckLedgerLingers(t *testing.T) {
 		}
 	}
 	waitFrames := func(n int) []string {
-		deadline := time.Now().Add(10 * time.Second)
-		for len(b.sentFrames()) < n && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		polltest.Until(polltest.Generous, func() bool { return len(b.sentFrames()) >= n })
 		return b.sentFrames()
 	}
 	want := []string{"ack 2 multiple=false", "ack 3 multiple=false"}

@@ -16,6 +16,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/internal/amqplimit"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -74,16 +75,13 @@ func wantLimit(tb testing.TB, err error, field, dest string) *transport.LimitErr
 // waitDepth waits until queue holds n ready messages.
 func waitDepth(tb testing.TB, tr *Transport, queue string, n int) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := tr.Inspect(testCtx(tb, 5*time.Second), queue)
-		if err == nil && info.Messages == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("queue %s: %+v, %v; want %d messages", queue, info, err, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var info transport.QueueInfo
+	var err error
+	if !polltest.Until(polltest.Generous, func() bool {
+		info, err = tr.Inspect(testCtx(tb, 5*time.Second), queue)
+		return err == nil && info.Messages == n
+	}) {
+		tb.Fatalf("queue %s: %+v, %v; want %d messages", queue, info, err, n)
 	}
 }
 

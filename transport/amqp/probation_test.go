@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -87,18 +88,16 @@ func TestProbationTwoConsumersInOrder(t *testing.T) {
 	}
 }
 
-// waitInspect polls queue until ok holds, failing after 10 s.
+// waitInspect polls queue until ok holds, failing with what Inspect said
+// last.
 func waitInspect(tb testing.TB, tr *Transport, queue string, ok func(transport.QueueInfo) bool) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := tr.Inspect(testCtx(tb, 5*time.Second), queue)
-		if err == nil && ok(info) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("Inspect %s = %+v, %v", queue, info, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var info transport.QueueInfo
+	var err error
+	if !polltest.Until(polltest.Generous, func() bool {
+		info, err = tr.Inspect(testCtx(tb, 5*time.Second), queue)
+		return err == nil && ok(info)
+	}) {
+		tb.Fatalf("Inspect %s = %+v, %v", queue, info, err)
 	}
 }

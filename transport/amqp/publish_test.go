@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -178,11 +179,7 @@ func TestRetiredChannelClosesWhenIdle(t *testing.T) {
 		t.Fatal("still in the pool")
 	}
 	c.end(tr.pub.closeRetired)
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.ch.IsClosed() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !c.ch.IsClosed() {
+	if !polltest.Until(polltest.Generous, c.ch.IsClosed) {
 		t.Fatal("the retired channel was not closed after its last publish")
 	}
 }
