@@ -21,9 +21,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/metrictest"
-	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
@@ -345,31 +345,13 @@ func TestGlobalProvidersByDefault(t *testing.T) {
 		t.Fatal("the global propagator is not otel's default")
 	}
 
-	broker, conn := bare(t)
 	mux := acemq.NewMux()
 	mux.Handle("orders", answerSeq(ack.Retry(errBoom)))
-	srv := &acemq.Server{Transport: conn, Handler: mux, Retry: retry.Fixed(2, time.Second), Logger: zap.NewNop()}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(context.Background()) }()
-	<-srv.Ready()
-	if _, err := (&acemq.Publisher{Transport: conn}).Publish(context.Background(), acemq.Outgoing{RoutingKey: "orders", Body: []byte("{}")}); err != nil {
+	ts := acemqtest.NewServer(t, mux, &acemq.Server{Retry: retry.Fixed(2, time.Second), Logger: zap.NewNop()})
+	if _, err := (&acemq.Publisher{Transport: ts.Conn}).Publish(context.Background(), acemq.Outgoing{RoutingKey: "orders", Body: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := broker.Clock().BlockUntil(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	broker.Clock().Advance(time.Second)
-	// Shut down whether or not both attempts came: the count below says
-	// which did not.
-	polltest.Until(polltest.Generous, func() bool { return len(named(rec, "process orders")) >= 2 })
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	ts.RunUntilIdle(t) // both attempts handled and settled: their spans ended, their counts recorded
 
 	publish, process := named(rec, "publish orders"), named(rec, "process orders")
 	if len(publish) != 2 || len(process) != 2 {
