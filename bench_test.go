@@ -57,7 +57,7 @@ func benchServerMemory(b *testing.B, mp metric.MeterProvider, answer ack.Ack) {
 	done := make(chan struct{})
 	n := int64(b.N)
 	mux := acemq.NewMux()
-	mux.Use(middleware.Decode(codec.JSON), middleware.MaxAge(time.Hour), middleware.Recover(nil))
+	mux.Use(middleware.Decode(codec.JSON), middleware.MaxAge(time.Hour), middleware.Recover())
 	mux.HandleFunc("bench", func(context.Context, *acemq.Message) ack.Ack {
 		if handled.Add(1) == n {
 			close(done)

@@ -229,7 +229,7 @@ func TestGiveUpReasons(t *testing.T) {
 func TestMaxAgeGivesUpBeforeRetrying(t *testing.T) {
 	t.Parallel()
 	h := always(ack.Retry(errBoom))
-	f := start(t, &acemq.Server{Retry: retry.Fixed(10, time.Minute).GiveUpAfter(90 * time.Second)}, map[string]acemq.Handler{"q": h})
+	f := start(t, &acemq.Server{Retry: retry.Fixed(10, time.Minute).WithMaxAge(90 * time.Second)}, map[string]acemq.Handler{"q": h})
 	f.publish("q", "{}", nil)
 	f.eventually("attempt 1", func() bool { return h.count() == 1 })
 	f.eventually("on the rung", func() bool { return f.broker.Depth("q.retry.1m") == 1 })

@@ -22,8 +22,8 @@ func TestDecide(t *testing.T) {
 	boom := errors.New("the warehouse is not answering")
 	ladder := retry.Fixed(3, 10*time.Second).WithJitter(0) // waits in the process
 	rungs := retry.Exponential(4, 40*time.Second, time.Hour)
-	aged := retry.Fixed(5, time.Second).WithJitter(0).GiveUpAfter(time.Hour)
-	onDelays := rungs.WithJitter(0).OnDelayQueues()
+	aged := retry.Fixed(5, time.Second).WithJitter(0).WithMaxAge(time.Hour)
+	onDelays := rungs.WithJitter(0).WithDelayQueues(true)
 	badBody := ack.Park(fmt.Errorf("decode: %w", errors.New("invalid character 'n' looking for beginning of object key string")))
 
 	tests := []struct {
@@ -85,7 +85,7 @@ func TestDecide(t *testing.T) {
 			want: verdict{settle: settleCopy, where: "process", snooze: true, copy: hop{to: "orders", attempt: 1, snoozes: 5, wait: time.Second}}},
 		{name: "snooze without the delay queues waits in the process", policy: ladder, noDelay: true, attempt: 1, answer: ack.Snooze(time.Hour),
 			want: verdict{settle: settleCopy, where: "process", snooze: true, copy: hop{to: "orders", attempt: 1, snoozes: 1, wait: time.Hour}}},
-		{name: "snooze limit", policy: ladder.SnoozeAtMost(3), attempt: 1, snoozes: 3, answer: ack.Snooze(time.Minute),
+		{name: "snooze limit", policy: ladder.WithMaxSnoozes(3), attempt: 1, snoozes: 3, answer: ack.Snooze(time.Minute),
 			want: verdict{settle: settleCopy, cause: "snooze_limit", copy: hop{to: "orders.dlq", attempt: 1, reason: "snoozed 3 times, the retry policy's limit, and asked to be snoozed for 1m0s again"}}},
 		{name: "snooze past the maximum age", policy: aged, attempt: 1, age: 30 * time.Minute, answer: ack.Snooze(time.Hour),
 			want: verdict{settle: settleCopy, cause: "too_old", copy: hop{to: "orders.dlq", attempt: 1, reason: "exceeded the maximum message age of 1h0m0s: a snooze after 1h0m0s would come back 1h30m0s old"}}},
@@ -150,7 +150,7 @@ func TestDecideJitterStaysInBounds(t *testing.T) {
 // negative age, read as zero, never as too old.
 func TestDecideAgeFromTheFuture(t *testing.T) {
 	t.Parallel()
-	q := queueFor("orders", retry.Fixed(3, time.Second).GiveUpAfter(time.Minute))
+	q := queueFor("orders", retry.Fixed(3, time.Second).WithMaxAge(time.Minute))
 	now := time.Now()
 	v := decide(q, wire.Envelope{Attempt: 1, CreatedAt: now.Add(time.Hour)}, ack.Retry(errors.New("x")), now)
 	if v.cause != "" || v.copy.to != "orders" {

@@ -131,7 +131,7 @@ func (e *Engine) subscribe(ctx context.Context, queues []*queueRun) error {
 		q.delays = delays && e.delayable(q)
 		if !q.declare {
 			if rungs := q.policy.BrokerRungs(); len(rungs) > 0 {
-				e.log.Warn("acemq: declare is off, so no rung is used: every wait of this queue's policy is held in the process; set the policy's WaitInBrokerFrom(0) to say so",
+				e.log.Warn("acemq: declare is off, so no rung is used: every wait of this queue's policy is held in the process; set the policy's WithBrokerWaitThreshold(0) to say so",
 					zap.String("queue", q.name), zap.String("rung", retry.RungName(q.name, rungs[0])))
 			}
 			if err := e.preflight(ctx, q); err != nil {
