@@ -3,7 +3,7 @@ package idempotency
 import "time"
 
 // WithClockFunc is the form [WithClock] had before acemq told time by one
-// clock type (transport.Clock, see docs/settings.md): a store reading its
+// clock type (transport.Clock, see docs/internals.md, "Settings"): a store reading its
 // time from now. It is kept for one release, for a clock that is only a
 // function.
 //

@@ -7,7 +7,7 @@ import (
 
 // The options below are the names [Idempotent]'s settings had before the
 // logger and meter provider were given one way across acemq (see
-// docs/settings.md). They are kept for one release, each the same as its
+// docs/internals.md, "Settings"). They are kept for one release, each the same as its
 // new name.
 
 // WithIdempotencyLogger is [WithLogger], for [Idempotent].

@@ -21,7 +21,7 @@ import (
 // slog.Default(), and WithLogger(zap.NewNop()) logs nothing.
 //
 // Logging took its logger as an argument until the logger was given one
-// way across acemq (docs/settings.md): Logging(nil) still compiles and
+// way across acemq (docs/internals.md, "Settings"): Logging(nil) still compiles and
 // means the default; Logging(log) is now Logging(WithLogger(log)).
 func Logging(opts ...Option) acemq.Middleware {
 	log := logging.Or(settingsOf(opts).log)

@@ -7,7 +7,7 @@ import (
 
 // Option is a setting that every middleware here that has settings reads
 // the same way, by the names and types the rest of acemq gives them
-// (docs/settings.md): [WithLogger] and [WithMeterProvider]. [Recover] and
+// (docs/internals.md, "Settings"): [WithLogger] and [WithMeterProvider]. [Recover] and
 // [Logging] read the logger; [Idempotent] reads both, and takes settings
 // of its own beside them ([IdempotentOption]). The interface is sealed. A
 // nil Option is skipped, so Recover(nil), from when the logger was an

@@ -28,7 +28,7 @@ func (e *PanicError) Error() string { return panicked.Text(e.Value) }
 // to slog.Default().
 //
 // Recover took its logger as an argument until the logger was given one
-// way across acemq (docs/settings.md): Recover(nil) still compiles and
+// way across acemq (docs/internals.md, "Settings"): Recover(nil) still compiles and
 // means the default; Recover(log) is now Recover(WithLogger(log)).
 func Recover(opts ...Option) acemq.Middleware {
 	log := logging.Or(settingsOf(opts).log)

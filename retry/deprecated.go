@@ -3,7 +3,7 @@ package retry
 import "time"
 
 // The adjusters below are the names the policy had before its settings
-// became WithX/X pairs (see docs/settings.md). They are kept for one
+// became WithX/X pairs (see docs/internals.md, "Settings"). They are kept for one
 // release, each the same as its new name, so that code written against
 // them still builds.
 

@@ -39,7 +39,7 @@ func (f optionFunc) apply(b *Broker) { f(b) }
 // WithClock makes the broker tell time by c, for instance a virtual clock
 // ([NewClock]) started at an instant of the test's choosing, or one shared
 // with other code under test. It takes the one clock type acemq tells time
-// by everywhere (docs/settings.md), as the server's Clock and
+// by everywhere (docs/internals.md, "Settings"), as the server's Clock and
 // idempotency.WithClock do. A *Clock is used as it is. Any other
 // transport.Clock is read and waited on through a *Clock that stands for
 // it ([Broker.Clock] returns that one): the broker's message expiries and
