@@ -2,44 +2,13 @@ package brokertest_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/tbtest"
 )
-
-// recorder is a testing.TB that keeps what Fatalf said and ends its
-// goroutine as testing.T's does, running cleanups at once.
-type recorder struct {
-	testing.TB
-	failed   string
-	cleanups []func()
-}
-
-func (r *recorder) Helper()          {}
-func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func failure(f func(tb testing.TB)) string {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	for _, c := range r.cleanups {
-		c()
-	}
-	return r.failed
-}
 
 // A pool that cannot connect fails the test naming the server, never its
 // password.
@@ -49,7 +18,7 @@ func TestOpenPoolRefusedHidesThePassword(t *testing.T) {
 		"postgres://app:hunter2@127.0.0.1:1/none?connect_timeout=1",
 		"postgres://app:hunter2@127.0.0.1:notaport/none",
 	} {
-		failed := failure(func(tb testing.TB) { brokertest.OpenPool(tb, url, brokertest.PoolConfig{}) })
+		failed := tbtest.Failure(func(tb testing.TB) { brokertest.OpenPool(tb, url, brokertest.PoolConfig{}) })
 		if failed == "" {
 			t.Fatalf("OpenPool(%s) did not fail", url)
 		}

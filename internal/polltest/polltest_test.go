@@ -1,44 +1,14 @@
 package polltest_test
 
 import (
-	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/acemq/acemq/internal/polltest"
+	"github.com/acemq/acemq/internal/tbtest"
 )
-
-// recorder is a testing.TB that keeps what Errorf or Fatalf said, Fatalf
-// ending its goroutine as testing.T's does.
-type recorder struct {
-	testing.TB
-	failed string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Errorf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// run calls f with a recorder on a goroutine of its own and returns what
-// it failed with ("" when it did not).
-func run(f func(tb testing.TB)) string {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	return r.failed
-}
 
 func TestWithinReturnsOnceTheConditionHolds(t *testing.T) {
 	t.Parallel()
@@ -49,7 +19,7 @@ func TestWithinReturnsOnceTheConditionHolds(t *testing.T) {
 			n.Add(1)
 		}
 	}()
-	if failed := run(func(tb testing.TB) {
+	if failed := tbtest.Failure(func(tb testing.TB) {
 		polltest.Within(tb, polltest.Generous, "three steps", func() bool { return n.Load() == 3 })
 	}); failed != "" {
 		t.Fatalf("Within failed although the condition came to hold: %s", failed)
@@ -59,7 +29,7 @@ func TestWithinReturnsOnceTheConditionHolds(t *testing.T) {
 func TestWithinFailsSayingWhatWasAwaited(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	failed := run(func(tb testing.TB) {
+	failed := tbtest.Failure(func(tb testing.TB) {
 		polltest.Within(tb, 20*time.Millisecond, "the copy on the rung", func() bool { calls++; return false })
 		tb.Errorf("Within returned")
 	})
@@ -76,7 +46,7 @@ func TestWithinFailsSayingWhatWasAwaited(t *testing.T) {
 
 func TestEventuallyChecksAtOnce(t *testing.T) {
 	t.Parallel()
-	if failed := run(func(tb testing.TB) { polltest.Eventually(tb, "true", func() bool { return true }) }); failed != "" {
+	if failed := tbtest.Failure(func(tb testing.TB) { polltest.Eventually(tb, "true", func() bool { return true }) }); failed != "" {
 		t.Fatal(failed)
 	}
 }
