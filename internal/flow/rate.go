@@ -82,8 +82,9 @@ func (r *Rate) Take() (ok bool, next time.Time) {
 // if the bucket has one, else the first moment one is free after every
 // earlier booking. A caller that gives up before then hands it back with
 // [Rate.Cancel].
-func (r *Rate) Reserve() Reservation {
-	now := r.now()
+func (r *Rate) Reserve() Reservation { return r.reserve(r.now()) }
+
+func (r *Rate) reserve(now time.Time) Reservation {
 	t := r.nanos(now)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -114,13 +115,13 @@ func (r *Rate) Wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res := r.Reserve()
-	d := res.At.Sub(r.now())
-	if d <= 0 {
+	now := r.now()
+	res := r.reserve(now)
+	if !res.At.After(now) {
 		return nil
 	}
 	select {
-	case <-r.after(d):
+	case <-r.after(res.At.Sub(now)):
 		return nil
 	case <-ctx.Done():
 		r.Cancel(res)
