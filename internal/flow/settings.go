@@ -11,7 +11,8 @@ import (
 // (doc.go has the table).
 const (
 	// DefaultWindow: the ratio is taken over the last 20 outcomes.
-	// resilience4j takes 100, MassTransit's kill switch 10. Ours counts
+	// resilience4j takes 100; MassTransit's kill switch counts the
+	// attempts of a one-minute period once it has seen 100. Ours counts
 	// every retry's failure, so one message on a five-attempt ladder fills
 	// up to five slots; 20 keeps one message's ladder a quarter of the
 	// window, and still fills within seconds when a dependency is down
@@ -23,10 +24,10 @@ const (
 	// quiet queue.
 	DefaultMinOutcomes = DefaultWindow
 	// DefaultFailureRatio: half the window failing trips it
-	// (resilience4j's 50%). MassTransit's 15% counts a message once; with
-	// every retry counted, 15% of 10 would let a single message's ladder
-	// stop a queue. Below one half the ladder is doing its job; at one
-	// half or more the ladder is only burning attempts.
+	// (resilience4j's 50%). MassTransit trips at 10% (15% in its
+	// documentation's example); with every retry counted that would let
+	// one or two messages' ladders stop a queue. Below one half the ladder
+	// is doing its job; at one half or more it is only burning attempts.
 	DefaultFailureRatio = 0.5
 	// DefaultCoolDown: a minute open before probing, what MassTransit
 	// (restart after 1 minute), resilience4j (waitDurationInOpenState 60s)
