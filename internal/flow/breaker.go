@@ -16,7 +16,8 @@ import (
 // starts no goroutine and never waits, so the engine waits on its own
 // clock for [Decision.Until] or [Decision.Wake]. Safe for concurrent use
 // by the workers of one queue. In the closed state neither [Breaker.Allow]
-// nor reporting an outcome reads the clock or allocates.
+// nor reporting an outcome that does not trip it reads the clock, takes
+// more than one uncontended lock or allocates.
 type Breaker struct {
 	s   BreakerSettings
 	now func() time.Time
