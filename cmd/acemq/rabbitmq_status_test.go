@@ -11,6 +11,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -38,21 +39,19 @@ func TestRabbitMQStatus(t *testing.T) {
 	// The plugin's numbers are its last sample: wait for the one that
 	// has the messages.
 	var got statusOut
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, out, errOut := cli(t, dialRabbitMQ, "status", "--url", u, "--json")
+	var out string
+	if !polltest.UntilEvery(30*time.Second, time.Second, func() bool {
+		var code int
+		var errOut string
+		code, out, errOut = cli(t, dialRabbitMQ, "status", "--url", u, "--json")
 		got = statusOut{}
 		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
 			t.Fatalf("status: %d %v\n%s%s", code, err, out, errOut)
 		}
-		if len(got.Services) == 1 && len(got.Services[0].Queues) == 4 && messages(got.Services[0].Queues[0]) == 2 && messages(got.Services[0].Queues[1]) == 3 &&
-			sampled(got.Services[0].Queues[0]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status never showed 2 in %s and 3 in its .dlq:\n%s", q, out)
-		}
-		time.Sleep(time.Second)
+		return len(got.Services) == 1 && len(got.Services[0].Queues) == 4 && messages(got.Services[0].Queues[0]) == 2 && messages(got.Services[0].Queues[1]) == 3 &&
+			sampled(got.Services[0].Queues[0])
+	}) {
+		t.Fatalf("status never showed 2 in %s and 3 in its .dlq:\n%s", q, out)
 	}
 	s := got.Services[0]
 	if got.Source != "management API" || got.Management != "http://localhost:15672" || s.Queue != q ||
@@ -156,10 +155,7 @@ func TestRabbitMQDeadLettering(t *testing.T) {
 	}
 
 	var level *queueStat
-	for deadline := time.Now().Add(30 * time.Second); level == nil || level.DeadLettering == nil || *level.DeadLettering != 1; time.Sleep(time.Second) {
-		if time.Now().After(deadline) {
-			t.Fatalf("status never showed level 01 holding 1 to be dead-lettered:\n%s", out)
-		}
+	if !polltest.UntilEvery(30*time.Second, time.Second, func() bool {
 		code, out, _ = cli(t, dialRabbitMQ, "status", "--url", u, "--json")
 		got = statusOut{}
 		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
@@ -171,6 +167,11 @@ func TestRabbitMQDeadLettering(t *testing.T) {
 				level = &got.Delays[i]
 			}
 		}
+		// A sample can have the one number and not yet the others.
+		return level != nil && level.DeadLettering != nil && *level.DeadLettering == 1 &&
+			level.Ready != nil && level.Unacked != nil && level.Messages != nil
+	}) {
+		t.Fatalf("status never showed level 01 holding 1 to be dead-lettered, with its ready, unacked and message counts:\n%s", out)
 	}
 	if *level.Ready != 0 || *level.Unacked != 0 || *level.Messages != 1 {
 		t.Errorf("level 01: %+v; want 1 message, none ready or unacked", *level)

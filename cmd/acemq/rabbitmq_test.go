@@ -236,12 +236,10 @@ func TestRabbitMQDelaysPeek(t *testing.T) {
 	// that has every level (a level not sampled yet is said to be).
 	var code int
 	var out, errOut string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+	polltest.UntilEvery(30*time.Second, time.Second, func() bool {
 		code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u)
-		if !strings.Contains(out, "not sampled yet") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return !strings.Contains(out, "not sampled yet")
+	})
 	for _, want := range []string{
 		" (" + product + " " + version + "): 3 waiting, 0 waiting to be dead-lettered, 1 undeliverable: 4 in all\n",
 		"07     acemq.delay.v1.07             16s           1      0        0\n",

@@ -22,6 +22,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/internal/triage"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -125,18 +126,14 @@ func TestRabbitMQWebBrowser(t *testing.T) {
 	// The management API's numbers are its last sample: reload until it
 	// has the messages, and has sampled the delay levels (quorum queues,
 	// sampled later than the classic ones).
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var ready, levels string
+	if !polltest.UntilEvery(90*time.Second, time.Second, func() bool {
 		browse(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`#status`)))
-		ready := read(t, ctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-queue="`+q+`.dlq"] .ready') || {}).textContent || ''`)) // none while not sampled yet
-		levels := read(t, ctx, chromedp.Text(chromedp.CSS(`#levels`)))
-		if ready == strconv.Itoa(total) && levels == "28 levels" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the status page shows %q ready in %s.dlq, want %d; the delay levels' row says %q, want 28 levels", ready, q, total, levels)
-		}
-		time.Sleep(time.Second)
+		ready = read(t, ctx, chromedp.Evaluate[string](`(document.querySelector('tr[data-queue="`+q+`.dlq"] .ready') || {}).textContent || ''`)) // none while not sampled yet
+		levels = read(t, ctx, chromedp.Text(chromedp.CSS(`#levels`)))
+		return ready == strconv.Itoa(total) && levels == "28 levels"
+	}) {
+		t.Fatalf("the status page shows %q ready in %s.dlq, want %d; the delay levels' row says %q, want 28 levels", ready, q, total, levels)
 	}
 	if rows := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-queue^="acemq.delay.v1."]').length`)); rows > 2 {
 		t.Errorf("%d rows of delay queues, want the total and the undeliverable queue (no level holds a message)", rows)

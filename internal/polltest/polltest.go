@@ -41,6 +41,21 @@ func Until(within time.Duration, cond func() bool) bool {
 	return ok
 }
 
+// UntilEvery is Until at a fixed pace, every apart, for a source that
+// refreshes on a schedule of its own (the management API samples a queue
+// every few seconds): asking it sooner only loads the broker and cannot
+// see sooner.
+func UntilEvery(within, every time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
+	return true
+}
+
 // wait polls cond until it holds or within passes, the pause between two
 // checks doubling from 100 µs (a memory-transport test is done in
 // microseconds) to 50 ms (so that a wait of seconds, or a condition that

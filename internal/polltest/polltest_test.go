@@ -61,3 +61,18 @@ func TestUntil(t *testing.T) {
 		t.Error("Until = false for a condition that holds on the fifth check")
 	}
 }
+
+func TestUntilEvery(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	if polltest.UntilEvery(30*time.Millisecond, 10*time.Millisecond, func() bool { calls++; return false }) {
+		t.Error("UntilEvery = true for a condition that never holds")
+	}
+	if calls < 2 || calls > 5 {
+		t.Errorf("checked %d times in 30 ms at 10 ms apart, want about 4", calls)
+	}
+	n := 0
+	if !polltest.UntilEvery(polltest.Generous, time.Millisecond, func() bool { n++; return n == 3 }) {
+		t.Error("UntilEvery = false for a condition that holds on the third check")
+	}
+}
