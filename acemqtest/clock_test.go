@@ -8,6 +8,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/tbtest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 )
@@ -160,7 +161,7 @@ func TestAwaitTheRung(t *testing.T) {
 
 func TestAwaitFailsOnceIdle(t *testing.T) {
 	t.Parallel()
-	got := failures(t, func(tb testing.TB) {
+	got := tbtest.Failure(t, func(tb testing.TB) {
 		ts := acemqtest.NewServer(tb, acceptMux("orders"), nil)
 		ts.Publish(tb, "orders", []byte("order 7"))
 		ts.Await(tb, "orders.dlq", 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/internal/tbtest"
 	"github.com/acemq/acemq/retry"
 )
 
@@ -92,7 +93,7 @@ func TestServe(t *testing.T) {
 
 func TestServeRefusesAQueueTheHandlerDoesNotServe(t *testing.T) {
 	t.Parallel()
-	got := failures(t, func(tb testing.TB) {
+	got := tbtest.Failure(t, func(tb testing.TB) {
 		acemqtest.Serve(context.Background(), tb, &acemq.Server{Handler: orders()}, acemq.NewMessage("ordres", nil, nil))
 	})
 	if want := `serves no queue "ordres"`; !strings.Contains(got, want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
+	"github.com/acemq/acemq/internal/tbtest"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -101,7 +102,7 @@ func TestNewServerRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := failures(t, func(tb testing.TB) { acemqtest.NewServer(tb, tc.h, tc.srv) })
+			got := tbtest.Failure(t, func(tb testing.TB) { acemqtest.NewServer(tb, tc.h, tc.srv) })
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("failed with %q, want it to say %q", got, tc.want)
 			}
@@ -119,7 +120,7 @@ func TestCleanupFailsOnACutOffHandler(t *testing.T) {
 		<-release // ignores its context
 		return ack.Accept()
 	})
-	got := failures(t, func(tb testing.TB) {
+	got := tbtest.Failure(t, func(tb testing.TB) {
 		ts := acemqtest.NewServer(tb, mux, &acemq.Server{ShutdownTimeout: time.Millisecond})
 		ts.Publish(tb, "orders", "hang")
 		<-started
@@ -211,7 +212,7 @@ func TestPublishFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := failures(t, func(tb testing.TB) {
+			got := tbtest.Failure(t, func(tb testing.TB) {
 				ts := acemqtest.NewServer(tb, mux, nil)
 				ts.Publish(tb, tc.key, tc.v, tc.opts...)
 			})

@@ -18,7 +18,7 @@ func TestOpenPoolRefusedHidesThePassword(t *testing.T) {
 		"postgres://app:hunter2@127.0.0.1:1/none?connect_timeout=1",
 		"postgres://app:hunter2@127.0.0.1:notaport/none",
 	} {
-		failed := tbtest.Failure(func(tb testing.TB) { brokertest.OpenPool(tb, url, brokertest.PoolConfig{}) })
+		failed := tbtest.Failure(t, func(tb testing.TB) { brokertest.OpenPool(tb, url, brokertest.PoolConfig{}) })
 		if failed == "" {
 			t.Fatalf("OpenPool(%s) did not fail", url)
 		}

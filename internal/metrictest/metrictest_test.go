@@ -55,7 +55,7 @@ func TestSumEveryFailsOnAStrayPoint(t *testing.T) {
 	}
 	c.Add(context.Background(), 2, metric.WithAttributes(attribute.String("queue", "orders")))
 	orders := map[string]string{"queue": "orders"}
-	if failed := tbtest.Failure(func(tb testing.TB) {
+	if failed := tbtest.Failure(t, func(tb testing.TB) {
 		if got := metrictest.SumEvery(tb, r, "duplicates", orders); got != 2 {
 			tb.Errorf("SumEvery = %d, want 2", got)
 		}
@@ -63,7 +63,7 @@ func TestSumEveryFailsOnAStrayPoint(t *testing.T) {
 		t.Fatalf("SumEvery with every point of orders: %s", failed)
 	}
 	c.Add(context.Background(), 1, metric.WithAttributes(attribute.String("queue", "bills")))
-	if failed := tbtest.Failure(func(tb testing.TB) { metrictest.SumEvery(tb, r, "duplicates", orders) }); !strings.Contains(failed, "counted 3, of which 1 without") {
+	if failed := tbtest.Failure(t, func(tb testing.TB) { metrictest.SumEvery(tb, r, "duplicates", orders) }); !strings.Contains(failed, "counted 3, of which 1 without") {
 		t.Errorf("SumEvery with a point of bills failed with %q, want it to say one strays", failed)
 	}
 }
@@ -116,7 +116,7 @@ func TestGauge(t *testing.T) {
 	if _, ok := metrictest.Gauge(t, r, "pending", map[string]string{"queue": "c"}); ok {
 		t.Error("Gauge found a point for a queue never observed")
 	}
-	if failed := tbtest.Failure(func(tb testing.TB) { metrictest.Gauge(tb, r, "pending", nil) }); !strings.Contains(failed, "2 points of pending") {
+	if failed := tbtest.Failure(t, func(tb testing.TB) { metrictest.Gauge(tb, r, "pending", nil) }); !strings.Contains(failed, "2 points of pending") {
 		t.Errorf("Gauge over two matching points failed with %q, want it to refuse to guess", failed)
 	}
 }
@@ -129,7 +129,7 @@ func TestAnotherKindFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Record(context.Background(), 1)
-	if failed := tbtest.Failure(func(tb testing.TB) { metrictest.Sum(tb, r, "duration", nil) }); !strings.Contains(failed, "not an int64 counter") {
+	if failed := tbtest.Failure(t, func(tb testing.TB) { metrictest.Sum(tb, r, "duration", nil) }); !strings.Contains(failed, "not an int64 counter") {
 		t.Errorf("Sum of a histogram failed with %q, want it to say it is no counter", failed)
 	}
 }
@@ -148,13 +148,13 @@ func TestCounterReaches(t *testing.T) {
 			c.Add(context.Background(), 1, attrs)
 		}
 	}()
-	if failed := tbtest.Failure(func(tb testing.TB) {
+	if failed := tbtest.Failure(t, func(tb testing.TB) {
 		metrictest.CounterReaches(tb, r, "retries", map[string]string{"where": "broker"}, 3)
 	}); failed != "" {
 		t.Fatalf("CounterReaches failed for a counter that reached 3: %s", failed)
 	}
 	c.Add(context.Background(), 1, attrs)
-	if failed := tbtest.Failure(func(tb testing.TB) {
+	if failed := tbtest.Failure(t, func(tb testing.TB) {
 		metrictest.CounterReaches(tb, r, "retries", map[string]string{"where": "broker"}, 3)
 	}); !strings.Contains(failed, "= 4, want 3") {
 		t.Errorf("CounterReaches past the number failed with %q, want it to say it went further", failed)

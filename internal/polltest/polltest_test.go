@@ -19,7 +19,7 @@ func TestWithinReturnsOnceTheConditionHolds(t *testing.T) {
 			n.Add(1)
 		}
 	}()
-	if failed := tbtest.Failure(func(tb testing.TB) {
+	if failed := tbtest.Failure(t, func(tb testing.TB) {
 		polltest.Within(tb, polltest.Generous, "three steps", func() bool { return n.Load() == 3 })
 	}); failed != "" {
 		t.Fatalf("Within failed although the condition came to hold: %s", failed)
@@ -29,7 +29,7 @@ func TestWithinReturnsOnceTheConditionHolds(t *testing.T) {
 func TestWithinFailsSayingWhatWasAwaited(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	failed := tbtest.Failure(func(tb testing.TB) {
+	failed := tbtest.Failure(t, func(tb testing.TB) {
 		polltest.Within(tb, 20*time.Millisecond, "the copy on the rung", func() bool { calls++; return false })
 		tb.Errorf("Within returned")
 	})
@@ -46,7 +46,7 @@ func TestWithinFailsSayingWhatWasAwaited(t *testing.T) {
 
 func TestEventuallyChecksAtOnce(t *testing.T) {
 	t.Parallel()
-	if failed := tbtest.Failure(func(tb testing.TB) { polltest.Eventually(tb, "true", func() bool { return true }) }); failed != "" {
+	if failed := tbtest.Failure(t, func(tb testing.TB) { polltest.Eventually(tb, "true", func() bool { return true }) }); failed != "" {
 		t.Fatal(failed)
 	}
 }
