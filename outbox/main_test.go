@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,11 +22,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// env reads a service URL from the environment. The test skips when it is
-// unset, except under CI, where a missing service is a failure rather than
-// a silent pass.
-func env(tb testing.TB, name string) string { return brokertest.Env(tb, name) }
 
 // uniq is a name of this test's own, so runs and parallel tests never
 // collide.
@@ -103,10 +97,10 @@ func brokersB(t testing.TB) []broker {
 		deleteQueue:    func(tb testing.TB, q string) { mem.DeleteQueue(q) },
 		deleteExchange: func(testing.TB, string) {}, // the broker is the test's own
 	}}
-	if os.Getenv("ACEMQ_AMQP_URL") == "" && os.Getenv("CI") == "" {
+	url := brokertest.Optional(t, "ACEMQ_AMQP_URL")
+	if url == "" {
 		return bs
 	}
-	url := env(t, "ACEMQ_AMQP_URL")
 	return append(bs, broker{
 		name: "rabbitmq",
 		connect: func(tb testing.TB) transport.Transport {

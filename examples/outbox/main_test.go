@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,10 +15,8 @@ import (
 func TestOutbox(t *testing.T) {
 	pg := brokertest.PostgresURL(t)
 	urls := []string{""}
-	if url := os.Getenv("ACEMQ_AMQP_URL"); url != "" {
+	if url := brokertest.Optional(t, "ACEMQ_AMQP_URL"); url != "" {
 		urls = append(urls, url)
-	} else if os.Getenv("CI") != "" {
-		t.Fatal("CI is set but ACEMQ_AMQP_URL is not: run ./scripts/test")
 	}
 	// One after the other: both runs share the example's tables.
 	for _, url := range urls {

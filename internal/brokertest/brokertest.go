@@ -58,6 +58,18 @@ func Env(tb testing.TB, name string) string {
 	return v
 }
 
+// Optional reads the environment variable of a service a test can run
+// without (a test on the memory transport always, on RabbitMQ as well when
+// it is given): "" when it is unset and CI is unset; under CI, where
+// nothing may be left out, a missing one fails the test.
+func Optional(tb testing.TB, name string) string {
+	tb.Helper()
+	if os.Getenv(name) == "" && os.Getenv("CI") == "" {
+		return ""
+	}
+	return Env(tb, name)
+}
+
 // SharedNode is the shared broker's node name: RABBITMQ_NODENAME, else
 // rabbit@localhost.
 func SharedNode() string {

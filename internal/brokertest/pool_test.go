@@ -62,3 +62,24 @@ func TestRefusedPool(t *testing.T) {
 		t.Errorf("Ping = %v, want it to name the server and not the password", err)
 	}
 }
+
+// Optional leaves a missing service out only outside CI.
+func TestOptional(t *testing.T) {
+	t.Setenv("ACEMQ_BROKERTEST_OPTIONAL", "")
+	t.Setenv("CI", "")
+	if got := tbtest.Failure(t, func(tb testing.TB) {
+		if v := brokertest.Optional(tb, "ACEMQ_BROKERTEST_OPTIONAL"); v != "" {
+			tb.Errorf("Optional = %q, want \"\"", v)
+		}
+	}); got != "" {
+		t.Errorf("Optional of an unset variable outside CI failed: %s", got)
+	}
+	t.Setenv("CI", "true")
+	if got := tbtest.Failure(t, func(tb testing.TB) { brokertest.Optional(tb, "ACEMQ_BROKERTEST_OPTIONAL") }); !strings.Contains(got, "CI is set but ACEMQ_BROKERTEST_OPTIONAL is not") {
+		t.Errorf("Optional of an unset variable under CI failed with %q, want it to say CI needs it", got)
+	}
+	t.Setenv("ACEMQ_BROKERTEST_OPTIONAL", "amqp://localhost")
+	if got := brokertest.Optional(t, "ACEMQ_BROKERTEST_OPTIONAL"); got != "amqp://localhost" {
+		t.Errorf("Optional = %q, want the variable", got)
+	}
+}
