@@ -131,17 +131,7 @@ func brokersB(t testing.TB) []broker {
 // transport does not offer; failures are logged.
 func withChannel(tb testing.TB, url, what string, f func(ch *amqp.Channel) error) {
 	tb.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		tb.Logf("%s: %v", what, err)
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err == nil {
-		err = f(ch)
-	}
-	if err != nil {
+	if err := brokertest.OnChannel(url, f); err != nil {
 		tb.Logf("%s: %v", what, err)
 	}
 }

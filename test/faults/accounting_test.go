@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/internal/metrictest"
 	"github.com/acemq/acemq/retry"
 )
@@ -18,20 +18,10 @@ import (
 // Accounting: where every published id ended, counted with a plain
 // amqp091-go client so that no code of the library under test does it.
 
-// raw runs f on a channel of a plain amqp091-go connection to url: the
-// accounting uses no code of the library under test.
-func raw(url string, f func(ch *amqp.Channel) error) error {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	return f(ch)
-}
+// raw runs f on a channel of a plain amqp091-go connection to url
+// (brokertest.OnChannel): the accounting uses no code of the library under
+// test.
+var raw = brokertest.OnChannel
 
 // depth is queue's count of ready messages, -1 when it cannot be read.
 func depth(url, queue string) int {

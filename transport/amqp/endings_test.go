@@ -40,7 +40,7 @@ func TestUnreadableDeliveryIsolated(t *testing.T) {
 	if err := tr.Declare(ctx, transport.Topology{Queues: []transport.Queue{{Name: poisoned, Durable: true}, {Name: healthy, Durable: true}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := withRawURL(t, url, func(ch rawChannel) error {
+	if err := brokertest.OnChannel(url, func(ch rawChannel) error {
 		return ch.PublishWithContext(ctx, "", poisoned, false, false, amqp.Publishing{Headers: nestedTable(40), Body: []byte("poison")})
 	}); err != nil {
 		t.Fatalf("publish the poison: %v", err)

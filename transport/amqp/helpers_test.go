@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -15,16 +16,7 @@ import (
 // set-up and clean-up the transport does not offer.
 func withRaw(tb testing.TB, f func(ch *amqp.Channel) error) error {
 	tb.Helper()
-	conn, err := amqp.Dial(brokerURL(tb))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	return f(ch)
+	return brokertest.OnChannel(brokerURL(tb), f)
 }
 
 func deleteQueue(tb testing.TB, q string) {
@@ -93,18 +85,3 @@ func rabbitmqctl(tb testing.TB, node string, args ...string) string {
 }
 
 type rawChannel = *amqp.Channel
-
-// withRawURL is withRaw against url.
-func withRawURL(tb testing.TB, url string, f func(ch *amqp.Channel) error) error {
-	tb.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	return f(ch)
-}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -72,7 +73,7 @@ func TestReconnectAfterConnectionsClosed(t *testing.T) {
 	held := receive(t, sub, 5*time.Second)
 	// Delete a declared queue behind the transport's back: the reconnect
 	// must declare it again.
-	if err := withRawURL(t, url, func(ch rawChannel) error { _, err := ch.QueueDelete(gone, false, false, false); return err }); err != nil {
+	if err := brokertest.OnChannel(url, func(ch rawChannel) error { _, err := ch.QueueDelete(gone, false, false, false); return err }); err != nil {
 		t.Fatal(err)
 	}
 
