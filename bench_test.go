@@ -33,11 +33,20 @@ func BenchmarkServerMemory(b *testing.B) {
 	// mandatory copy to bench.dlq before its original is acked: the
 	// settlement's whole path, where accept only acks.
 	b.Run("copy", func(b *testing.B) { benchServerMemory(b, nil, ack.DeadLetter(errBench)) })
+	// throttled: under a throttle that never limits (a rate and a cap far
+	// above what the run reaches): what a throttle costs a delivery when
+	// it is not holding anything back, against no-meter.
+	b.Run("throttled", func(b *testing.B) {
+		benchServerMemory(b, nil, ack.Accept(), func(s *acemq.Server) {
+			s.Throttles = map[string]acemq.Throttle{"api": {PerSecond: 1e9, Burst: 1 << 20, Concurrency: 1 << 10}}
+			s.Queues = map[string]acemq.QueueConfig{"bench": {Throttles: []string{"api"}}}
+		})
+	})
 }
 
 var errBench = errors.New("bench: set aside")
 
-func benchServerMemory(b *testing.B, mp metric.MeterProvider, answer ack.Ack) {
+func benchServerMemory(b *testing.B, mp metric.MeterProvider, answer ack.Ack, with ...func(*acemq.Server)) {
 	broker := memory.New(memory.WithRealClock())
 	defer broker.Close()
 	conn := broker.Connect()
@@ -65,6 +74,9 @@ func benchServerMemory(b *testing.B, mp metric.MeterProvider, answer ack.Ack) {
 		return answer
 	})
 	srv := &acemq.Server{Transport: conn, Handler: mux, Prefetch: 256, MeterProvider: mp, Logger: zap.NewNop()}
+	for _, f := range with {
+		f(srv)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()

@@ -78,7 +78,14 @@ func (r *rabbit) serve(tr transport.Transport, queue string, srv *acemq.Server, 
 	r.t.Helper()
 	mux := acemq.NewMux()
 	mux.Handle(queue, h)
-	srv.Transport, srv.Handler = tr, mux
+	srv.Handler = mux
+	r.serveMux(tr, srv)
+}
+
+// serveMux runs srv, its Handler set, on tr until the test ends.
+func (r *rabbit) serveMux(tr transport.Transport, srv *acemq.Server) {
+	r.t.Helper()
+	srv.Transport = tr
 	srv.Logger = zaptest.NewLogger(r.t)
 	srv.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
 	done := make(chan error, 1)
@@ -94,7 +101,7 @@ func (r *rabbit) serve(tr transport.Transport, queue string, srv *acemq.Server, 
 	select {
 	case <-srv.Ready():
 	case <-time.After(60 * time.Second):
-		r.t.Fatalf("the server did not subscribe to %s in 60s", queue)
+		r.t.Fatalf("the server did not subscribe to %v in 60s", srv.Handler.(interface{ Queues() []string }).Queues())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -40,8 +41,16 @@ func (s *Server) queueRuns() ([]engine.Queue, error) {
 		return nil, fmt.Errorf("acemq: Server.Queues has settings for %q, which the handler does not serve (it serves %s)",
 			strings.Join(unknown, `", "`), strings.Join(names, ", "))
 	}
+	for _, name := range slices.Sorted(maps.Keys(s.Throttles)) {
+		if err := s.Throttles[name].check(); err != nil {
+			return nil, fmt.Errorf("acemq: Server.Throttles[%q]: %v", name, err)
+		}
+	}
 	runs := make([]engine.Queue, len(names))
 	for i, name := range names {
+		if err := s.throttleNames(name, s.Queues[name].Throttles); err != nil {
+			return nil, err
+		}
 		for j, b := range s.Queues[name].Bindings {
 			if err := b.check(); err != nil {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q].Bindings[%d]: %v", name, j, err)
@@ -71,6 +80,7 @@ func (s *Server) resolve(name string) engine.Queue {
 		Strict:        c.StrictDeliveryLimit,
 		DeadLetter:    DeadLetterQueue(name),
 		Parked:        ParkedQueue(name),
+		Throttles:     c.Throttles,
 	}
 	if q.Policy.IsZero() {
 		q.Policy = s.Retry
@@ -98,6 +108,7 @@ func (s *Server) engineConfig() engine.Config {
 		WaitBound:       DefaultHandlerTimeout,
 		RedeliverEvery:  cmp.Or(s.redeliverEvery, RedeliverEvery),
 		Ready:           s.markReady,
+		Throttles:       s.engineThrottles(),
 	}
 }
 

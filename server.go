@@ -109,6 +109,9 @@ type QueueConfig struct {
 	// StrictDeliveryLimit makes a delivery limit below the retry policy's
 	// attempts an error at start-up instead of a warning.
 	StrictDeliveryLimit bool
+	// Throttles names the throttles (Server.Throttles) this queue's
+	// handlers are under, shared with every other queue that names them.
+	Throttles []string
 }
 
 // Server consumes every queue its Handler names and settles what the handler
@@ -125,6 +128,10 @@ type Server struct {
 	// queue the handler serves: Run refuses a key that names no such queue
 	// (a typo would otherwise leave the real queue without its settings).
 	Queues map[string]QueueConfig
+	// Throttles are the named throttles queues share: a queue is under the
+	// ones its QueueConfig.Throttles names. Run refuses a name no queue
+	// could mean and a throttle that throttles nothing.
+	Throttles map[string]Throttle
 	// Concurrency and Prefetch are the per-queue defaults (4 and 32).
 	Concurrency int
 	Prefetch    int

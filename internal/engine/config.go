@@ -43,6 +43,8 @@ type Config struct {
 	RedeliverEvery time.Duration
 	// Ready is called once every queue is consumed.
 	Ready func()
+	// Throttles are the named throttles queues share (Queue.Throttles).
+	Throttles map[string]Throttle
 }
 
 // Queue is one served queue's settings, resolved by the root: what the
@@ -61,4 +63,5 @@ type Queue struct {
 	Strict        bool // a delivery limit below the attempts stops Run
 	DeadLetter    string
 	Parked        string
+	Throttles     []string // names in Config.Throttles
 }

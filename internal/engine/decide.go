@@ -89,6 +89,8 @@ type queueRun struct {
 	declare       bool // declare its topology and publish to rungs
 	delays        bool // the delay queues are there, and can deliver to this queue
 	args          map[string]any
+	throttleNames []string           // the throttles it is under, by name
+	throttles     []*throttle        // made at Run, in name order
 	topology      transport.Topology // what declaring it declares
 	subscriptions transport.Topology // its bindings to exchanges, declared with the topology
 	strict        bool               // a delivery limit below the attempts stops Run
@@ -112,6 +114,7 @@ func newQueueRun(q Queue) *queueRun {
 		deadLetter:    q.DeadLetter,
 		parked:        q.Parked,
 		metrics:       newQueueMetrics(q.Name),
+		throttleNames: q.Throttles,
 	}
 }
 

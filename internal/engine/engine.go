@@ -71,6 +71,11 @@ func (e *Engine) Run(ctx context.Context, resolve func() ([]Queue, error)) error
 	for i, q := range specs {
 		queues[i] = newQueueRun(q)
 	}
+	throttles, err := e.throttles()
+	if err != nil {
+		return err
+	}
+	underThrottles(queues, throttles)
 	if e.t == nil {
 		return fmt.Errorf("acemq: Server.Transport is nil")
 	}

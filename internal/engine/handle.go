@@ -29,6 +29,15 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			c.end(d, message{}, unstarted)
 			return true
 		}
+		if len(c.q.throttles) == 0 {
+			return c.handle(w, d)
+		}
+		if !c.admit() { // a stop came first; given back as above
+			<-c.e.stop.cancelled
+			c.end(d, message{}, unstarted)
+			return true
+		}
+		defer c.release()
 		return c.handle(w, d)
 	})
 }
