@@ -13,38 +13,28 @@ import (
 // word per outcome on both counters, and the two histograms by outcome.
 // Not parallel: the example sets otel's global meter provider.
 func TestPrometheus(t *testing.T) {
-	urls := []string{""}
-	if url := brokertest.Optional(t, "ACEMQ_AMQP_URL"); url != "" {
-		urls = append(urls, url)
-	}
-	for _, url := range urls {
-		name := "memory"
-		if url != "" {
-			name = "rabbitmq"
+	brokertest.OnEachBroker(t, func(t *testing.T, url string) {
+		var out bytes.Buffer
+		if err := run(&out, url, ""); err != nil {
+			t.Fatalf("run: %v\n%s", err, out.String())
 		}
-		t.Run(name, func(t *testing.T) {
-			var out bytes.Buffer
-			if err := run(&out, url, ""); err != nil {
-				t.Fatalf("run: %v\n%s", err, out.String())
+		q := `queue="acemq.example.metrics"`
+		for _, want := range []string{
+			`acemq_messages_handled_total{outcome="accept",` + q + `} 2`,
+			`acemq_messages_handled_total{outcome="retry",` + q + `} 4`,
+			`acemq_messages_handled_total{outcome="exhausted",` + q + `} 1`,
+			`acemq_messages_handled_total{outcome="rejected",` + q + `} 1`,
+			`acemq_messages_handled_total{outcome="parked",` + q + `} 1`,
+			`acemq_messages_dead_lettered_total{outcome="exhausted",` + q + `} 1`,
+			`acemq_messages_dead_lettered_total{outcome="rejected",` + q + `} 1`,
+			`acemq_messages_dead_lettered_total{outcome="parked",` + q + `} 1`,
+			`acemq_retry_scheduled_total{` + q + `,where="process"} 4`,
+			`acemq_handler_duration_seconds_count{outcome="retry",` + q + `} 4`,
+			`acemq_message_age_seconds_count{outcome="accept",` + q + `} 2`,
+		} {
+			if !strings.Contains(out.String(), want+"\n") {
+				t.Errorf("scrape lacks %s:\n%s", want, out.String())
 			}
-			q := `queue="acemq.example.metrics"`
-			for _, want := range []string{
-				`acemq_messages_handled_total{outcome="accept",` + q + `} 2`,
-				`acemq_messages_handled_total{outcome="retry",` + q + `} 4`,
-				`acemq_messages_handled_total{outcome="exhausted",` + q + `} 1`,
-				`acemq_messages_handled_total{outcome="rejected",` + q + `} 1`,
-				`acemq_messages_handled_total{outcome="parked",` + q + `} 1`,
-				`acemq_messages_dead_lettered_total{outcome="exhausted",` + q + `} 1`,
-				`acemq_messages_dead_lettered_total{outcome="rejected",` + q + `} 1`,
-				`acemq_messages_dead_lettered_total{outcome="parked",` + q + `} 1`,
-				`acemq_retry_scheduled_total{` + q + `,where="process"} 4`,
-				`acemq_handler_duration_seconds_count{outcome="retry",` + q + `} 4`,
-				`acemq_message_age_seconds_count{outcome="accept",` + q + `} 2`,
-			} {
-				if !strings.Contains(out.String(), want+"\n") {
-					t.Errorf("scrape lacks %s:\n%s", want, out.String())
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -70,6 +70,19 @@ func Optional(tb testing.TB, name string) string {
 	return Env(tb, name)
 }
 
+// OnEachBroker runs f as a subtest on the memory transport (url "") and
+// then, when ACEMQ_AMQP_URL is given, as another on RabbitMQ (url that),
+// one after the other: for a test of a program that takes "" for the
+// memory transport, as the examples do. Under CI the RabbitMQ run may not
+// be left out (Optional).
+func OnEachBroker(t *testing.T, f func(t *testing.T, url string)) {
+	t.Helper()
+	t.Run("memory", func(t *testing.T) { f(t, "") })
+	if url := Optional(t, "ACEMQ_AMQP_URL"); url != "" {
+		t.Run("rabbitmq", func(t *testing.T) { f(t, url) })
+	}
+}
+
 // SharedNode is the shared broker's node name: RABBITMQ_NODENAME, else
 // rabbit@localhost.
 func SharedNode() string {

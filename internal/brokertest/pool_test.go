@@ -83,3 +83,24 @@ func TestOptional(t *testing.T) {
 		t.Errorf("Optional = %q, want the variable", got)
 	}
 }
+
+// OnEachBroker runs on the memory transport first, and on RabbitMQ only
+// when it is given.
+func TestOnEachBroker(t *testing.T) {
+	t.Setenv("CI", "")
+	for _, url := range []string{"", "amqp://guest@127.0.0.1:1/"} {
+		t.Run("given "+url, func(t *testing.T) {
+			t.Setenv("ACEMQ_AMQP_URL", url)
+			var ran []string
+			parent := t.Name() + "/"
+			brokertest.OnEachBroker(t, func(t *testing.T, url string) { ran = append(ran, strings.TrimPrefix(t.Name(), parent)+" "+url) })
+			want := []string{"memory "}
+			if url != "" {
+				want = append(want, "rabbitmq "+url)
+			}
+			if strings.Join(ran, ", ") != strings.Join(want, ", ") {
+				t.Errorf("ran %q, want %q", ran, want)
+			}
+		})
+	}
+}
