@@ -181,7 +181,12 @@ func TestRabbitMQDeadLettering(t *testing.T) {
 		t.Errorf("status: %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("acemq status:\n%s", out)
-	code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u)
+	// delays reads every level's counts: wait for a sample of all 28 (a
+	// loaded broker samples the newest levels seconds after the rest).
+	polltest.UntilEvery(30*time.Second, time.Second, func() bool {
+		code, out, errOut = cli(t, dialRabbitMQ, "delays", "--url", u)
+		return !strings.Contains(out, "has not sampled")
+	})
 	if code != 1 || !strings.Contains(out, "0 waiting, 1 waiting to be dead-lettered, 0 undeliverable: 1 in all") ||
 		!strings.Contains(out, "missing exchanges: "+delay.Level(0)) || !strings.Contains(errOut, "declare them with: acemq topology --delays --apply") {
 		t.Errorf("delays: %d\n%s%s", code, out, errOut)

@@ -316,7 +316,7 @@ func (s *subscription) run(c *consumeCh) {
 
 // cancelGrace is how long a broker's cancel waits for the connection
 // close that follows it when its vhost was deleted.
-const cancelGrace = 250 * time.Millisecond
+const cancelGrace = time.Second
 
 // asked reports whether Cancel or Close was called.
 func (s *subscription) asked() bool {
