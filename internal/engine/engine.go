@@ -153,7 +153,9 @@ func (e *Engine) subscribe(ctx context.Context, queues []*queueRun) error {
 		if err != nil {
 			return err
 		}
-		e.consumers = append(e.consumers, &consumer{e: e, q: q, sub: sub})
+		c := &consumer{e: e, q: q}
+		c.consumeOn(sub)
+		e.consumers = append(e.consumers, c)
 	}
 	if delays {
 		e.spawn(func() { e.redeliverDue(queues) })

@@ -19,6 +19,7 @@ import (
 func (c *consumer) work(w *worker, sub transport.Subscription) {
 	c.e.overdue.serve(c) // before any delivery: the broker's reports reach the workers
 	c.each(sub, func(d transport.Delivery) bool {
+		w.lease.take()
 		if isClosed(c.e.stop.requested) {
 			// Given back while the consumer is still subscribed, it would
 			// come straight back to it, round and round until the cancel:
@@ -26,7 +27,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			// return counts before RabbitMQ 4.3). So it waits for the
 			// cancel; prefetch bounds what waits so.
 			<-c.e.stop.cancelled
-			c.end(d, message{}, unstarted)
+			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
 		if len(c.q.throttles) == 0 {
@@ -34,7 +35,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 		}
 		if !c.admit() { // a stop came first; given back as above
 			<-c.e.stop.cancelled
-			c.end(d, message{}, unstarted)
+			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
 		defer c.release()
@@ -90,12 +91,13 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	took := time.Since(began)
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	answered(span, a)
-	s := settling{ctx: pctx, took: took, ran: true, began: began}
+	s := settling{ctx: pctx, took: took, ran: true, began: began, lease: w.lease}
 	owned, takenBack := w.end()
 	switch {
 	case !owned:
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
+		s.lease = nil // the stop's cutOff gave it back and told the lease
 		c.end(d, m, s.instead(settleDrop))
 		return false
 	case isClosed(c.e.stop.cut): // it returned as the deadline cancelled it
@@ -125,7 +127,7 @@ func (c *consumer) cutOff() int {
 		if d, m, ok := w.takeOver(); ok {
 			n++
 			c.logCut(m)
-			c.end(d, message{}, unstarted) // the broker redelivers it; the handler's return reports it
+			c.end(d, message{}, unstartedOn(w.lease)) // the broker redelivers it; the handler's return reports it
 		}
 	}
 	return n

@@ -25,8 +25,12 @@ func (c *consumer) startWorkers(sub transport.Subscription) *sync.WaitGroup {
 	alive := new(sync.WaitGroup)
 	alive.Add(c.q.concurrency)
 	workers := make([]*worker, c.q.concurrency)
+	c.mu.Lock()
+	l := c.lease
+	c.mu.Unlock()
 	for i := range workers {
 		w := newWorker(c.e.handlerCtx, [2]*sync.WaitGroup{&c.e.running, alive})
+		w.lease = l
 		workers[i] = w
 		c.e.running.Add(1)
 		go func() {
@@ -70,9 +74,6 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		} else {
 			c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
 				zap.String("queue", c.q.name), zap.Error(err))
-		}
-		if err := sub.Close(); err != nil { // its channel, and its connection if it has one of its own
-			c.e.log.Debug("acemq: close an ended subscription", zap.String("queue", c.q.name), zap.Error(err))
 		}
 		next, err := c.resubscribe()
 		if err != nil {
@@ -119,8 +120,8 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 			_ = sub.Close()
 			return nil, nil
 		}
-		c.sub = sub
 		c.mu.Unlock()
+		c.consumeOn(sub) // the ended one closes once what it holds is settled
 		c.e.log.Info("acemq: consuming the queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1))
 		return sub, nil
 	}
