@@ -27,6 +27,9 @@ type consumer struct {
 	// waiting for its message's handler (awaitRunning) was on it too.
 	// Guarded by mu; made when first asked for.
 	takenBack chan struct{}
+	// switching is closed once the breaker's cancel of sub took; not nil
+	// from the switch until the supervisor consumes again (breaker.go).
+	switching chan struct{}
 	// waitCapped says the first in-process wait cut short below the
 	// broker's consumer timeout was logged.
 	waitCapped atomic.Bool

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/flow"
 	"github.com/acemq/acemq/internal/panicked"
 	"github.com/acemq/acemq/transport"
 	"go.opentelemetry.io/otel/trace"
@@ -30,16 +31,21 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
+		permit, ok := c.allow(w, d)
+		if !ok {
+			return true // its breaker holds the queue: given back, to wait in the broker
+		}
 		if len(c.q.throttles) == 0 {
-			return c.handle(w, d)
+			return c.handle(w, d, permit)
 		}
 		if !c.admit() { // a stop came first; given back as above
+			c.report(permit, ack.Ack{}, false)
 			<-c.e.stop.cancelled
 			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
 		defer c.release()
-		return c.handle(w, d)
+		return c.handle(w, d, permit)
 	})
 }
 
@@ -72,11 +78,12 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // over while the handler ran (cutOff): the answer comes too late to count,
 // and the worker is no longer the engine's. A redelivery is first looked
 // at (redelivery): it may be overdue, or its message still running here.
-func (c *consumer) handle(w *worker, d transport.Delivery) bool {
+func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit) bool {
 	user, env := c.e.cfg.Receive(d, c.e.now)
 	m := message{user: user, env: env}
 	pctx, span := c.startProcess(d, m)
 	if d.Redelivered && c.redelivery(w, d, m, pctx) {
+		c.report(p, ack.Ack{}, false)
 		return true
 	}
 	ctx := c.e.handlerCtx
@@ -93,6 +100,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	answered(span, a)
 	s := settling{ctx: pctx, took: took, ran: true, began: began, lease: w.lease}
 	owned, takenBack := w.end()
+	c.report(p, a, owned && !takenBack && !isClosed(c.e.stop.cut))
 	switch {
 	case !owned:
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",

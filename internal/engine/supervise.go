@@ -22,9 +22,14 @@ func (c *consumer) start() {
 
 // startWorkers runs the queue's workers on sub; alive ends when they have.
 func (c *consumer) startWorkers(sub transport.Subscription) *sync.WaitGroup {
+	return c.startWorkersN(sub, c.q.concurrency)
+}
+
+// startWorkersN runs n workers on sub.
+func (c *consumer) startWorkersN(sub transport.Subscription, n int) *sync.WaitGroup {
 	alive := new(sync.WaitGroup)
-	alive.Add(c.q.concurrency)
-	workers := make([]*worker, c.q.concurrency)
+	alive.Add(n)
+	workers := make([]*worker, n)
 	c.mu.Lock()
 	l := c.lease
 	c.mu.Unlock()
@@ -58,6 +63,18 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		alive.Wait()
 		if isClosed(c.e.stop.requested) {
 			return
+		}
+		if c.switched() { // the breaker cancelled it (breaker.go)
+			next, workers, err := c.resume()
+			switch {
+			case err != nil:
+				c.e.fail(fmt.Errorf("acemq: consumer of queue %s: consuming it again after its breaker was refused: %w", c.q.name, err))
+				return
+			case next == nil:
+				return // stopping
+			}
+			sub, alive = next, workers
+			continue
 		}
 		err := sub.Err()
 		if err == nil {
