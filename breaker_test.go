@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,4 +130,117 @@ func TestBreakerTenMinuteOutage(t *testing.T) {
 		t.Errorf("the breaker opened %d times in ten minutes, want about one a minute (each probe fails)", n)
 	}
 	f.counterReaches(acemq.MetricBreaker, map[string]string{"queue": "orders", "state": "closed"}, 1)
+}
+
+// TestBreakerMessageFaultsDoNotCount: while the breaker is tripping and
+// open, a message failing for its own reason (a fatal error, a
+// rejection) is dead-lettered at once as ever, and does not count against
+// the dependency: a stream of them alone never opens the breaker.
+func TestBreakerMessageFaultsDoNotCount(t *testing.T) {
+	t.Parallel()
+	h := acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
+		switch string(m.Body()) {
+		case "fatal":
+			return ack.Retry(ack.Fatal(errors.New("card closed")))
+		case "rejected":
+			return ack.DeadLetter(errors.New("no such customer"))
+		}
+		return ack.Accept()
+	})
+	f := start(t, &acemq.Server{
+		Retry:  retry.Fixed(5, 10*time.Second),
+		Queues: map[string]acemq.QueueConfig{"orders": {Breaker: &acemq.Breaker{Window: 3, MinOutcomes: 3}}},
+	}, map[string]acemq.Handler{"orders": h})
+	for i := range 10 {
+		f.publish("orders", []string{"fatal", "rejected"}[i%2], nil)
+	}
+	f.eventually("all ten dead-lettered", func() bool { return f.broker.Depth("orders.dlq") == 10 })
+	f.publish("orders", "fine", nil)
+	f.eventually("the next order accepted", func() bool {
+		return f.broker.Depth("orders")+f.broker.Unacked("orders") == 0 && f.counter(acemq.MetricHandled, map[string]string{"outcome": "accept"}) == 1
+	})
+	if n := f.logs.FilterMessageSnippet("breaker opened").Len(); n != 0 {
+		t.Errorf("the breaker opened %d times on messages' own faults", n)
+	}
+}
+
+// TestBreakerCounts: the user's predicate says which errors are the
+// dependency's: here only a 503, so 500s never open the breaker and 503s do.
+func TestBreakerCounts(t *testing.T) {
+	t.Parallel()
+	unavailable := errors.New("503 service unavailable")
+	h := acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
+		if string(m.Body()) == "503" {
+			return ack.Retry(unavailable)
+		}
+		return ack.Retry(errors.New("500 internal error"))
+	})
+	f := start(t, &acemq.Server{
+		Retry: retry.Fixed(2, time.Second).WithJitter(0).WithBrokerWaitThreshold(time.Hour),
+		Queues: map[string]acemq.QueueConfig{"orders": {Breaker: &acemq.Breaker{Window: 3, MinOutcomes: 3,
+			Counts: func(err error) bool { return errors.Is(err, unavailable) }}}},
+	}, map[string]acemq.Handler{"orders": h})
+	for range 3 {
+		f.publish("orders", "500", nil)
+	}
+	f.eventually("the 500s on their first wait", func() bool { return f.broker.Clock().Pending() >= 3 })
+	f.broker.Clock().Advance(time.Second)
+	f.eventually("the 500s dead-lettered", func() bool { return f.broker.Depth("orders.dlq") == 3 })
+	if n := f.logs.FilterMessageSnippet("breaker opened").Len(); n != 0 {
+		t.Fatalf("the breaker opened on errors its predicate does not count")
+	}
+	for range 3 {
+		f.publish("orders", "503", nil)
+	}
+	f.eventually("the breaker opened on the 503s", func() bool { return f.logs.FilterMessageSnippet("breaker opened").Len() == 1 })
+	if err := f.srv.CheckReady(); err == nil || !strings.Contains(err.Error(), "every queue's breaker is open: queue orders: its breaker is open since") {
+		t.Errorf("CheckReady = %v, want not ready, naming the open breaker", err)
+	}
+	if err := f.srv.CheckLive(); err != nil {
+		t.Errorf("CheckLive = %v: an open breaker is alive", err)
+	}
+}
+
+// TestBreakerDoesNotDelayShutdown: a stop while the breaker is open (the
+// supervisor waiting out its cool-down, retries held) ends at once: Run
+// returns nil well inside the deadline, and every message is in the broker.
+func TestBreakerDoesNotDelayShutdown(t *testing.T) {
+	t.Parallel()
+	w := newWarehouse()
+	w.down.Store(true)
+	f := start(t, &acemq.Server{
+		Retry:  retry.Fixed(5, 10*time.Second).WithJitter(0).WithBrokerWaitThreshold(time.Hour),
+		Queues: map[string]acemq.QueueConfig{"orders": {Breaker: &acemq.Breaker{Window: 2, MinOutcomes: 2, CoolDown: time.Hour}}},
+	}, map[string]acemq.Handler{"orders": w})
+	for i := range 6 {
+		f.publish("orders", fmt.Sprint(i), nil)
+	}
+	f.eventually("the breaker open", func() bool { return f.logs.FilterMessageSnippet("breaker opened").Len() == 1 })
+	shutdownErr, runErr := f.stop(10 * time.Second)
+	if shutdownErr != nil || runErr != nil {
+		t.Fatalf("Shutdown %v, Run %v: want a clean stop", shutdownErr, runErr)
+	}
+	if n := f.broker.Depth("orders") + f.broker.Depth("orders.dlq"); n != 6 {
+		t.Errorf("%d of 6 messages in the broker after the stop (orders %d, dlq %d)", n, f.broker.Depth("orders"), f.broker.Depth("orders.dlq"))
+	}
+	if d := f.broker.Depth("orders.dlq"); d != 0 {
+		t.Errorf("%d dead-lettered", d)
+	}
+}
+
+// TestBreakerSettingsRefused: Run refuses a breaker setting out of range,
+// naming the queue and the setting.
+func TestBreakerSettingsRefused(t *testing.T) {
+	t.Parallel()
+	b := memory.New()
+	defer b.Close()
+	conn := b.Connect()
+	defer conn.Close()
+	mux := acemq.NewMux()
+	mux.HandleFunc("orders", func(context.Context, *acemq.Message) ack.Ack { return ack.Accept() })
+	srv := &acemq.Server{Transport: conn, Handler: mux, Breaker: &acemq.Breaker{FailureRatio: 1.5}}
+	err := srv.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "the breaker of queue orders") || !strings.Contains(err.Error(), "failure ratio 1.5") {
+		t.Fatalf("Run = %v, want the breaker's setting refused", err)
+	}
 }
