@@ -17,8 +17,9 @@ import (
 // their waits, and after CoolDown lets Probes messages through one at a
 // time; CloseAfter successes in a row close it and the queue is consumed
 // as before, a failure opens it for another CoolDown. Messages held back
-// spend neither attempts nor a place in the ladder; their age grows, as it
-// does in the broker.
+// spend no attempt. Their age grows in the broker as ever (Message.Age
+// says so), but the retry policy's MaxAge is judged without the time the
+// breaker held them: an outage does not make them too old.
 //
 // A zero field takes its default (the defaults and why are in
 // internal/flow: a window of 20, all 20 before it can trip, a ratio of one

@@ -244,3 +244,46 @@ func TestBreakerSettingsRefused(t *testing.T) {
 		t.Fatalf("Run = %v, want the breaker's setting refused", err)
 	}
 }
+
+// TestBreakerHeldTimeIsNotAge: a policy's maximum age is judged on the
+// time a message spent on its own retries, not on the time the breaker
+// kept it waiting in the broker: two orders held through a 20-minute
+// outage by a breaker are retried after it, under a maximum age of five
+// minutes, instead of being given up on as too old.
+func TestBreakerHeldTimeIsNotAge(t *testing.T) {
+	t.Parallel()
+	b := memory.New()
+	w := newWarehouse()
+	w.down.Store(true)
+	f := startOn(t, b, &acemq.Server{
+		Retry:  retry.Fixed(5, 10*time.Second).WithJitter(0).WithBrokerWaitThreshold(time.Hour).WithMaxAge(5 * time.Minute),
+		Queues: map[string]acemq.QueueConfig{"orders": {Breaker: &acemq.Breaker{Window: 2, MinOutcomes: 2, CoolDown: 10 * time.Minute}}},
+	}, map[string]acemq.Handler{"orders": w})
+	open := func() int {
+		if f.logs.FilterMessageSnippet("breaker opened").Len() > f.logs.FilterMessageSnippet("breaker probes").Len() {
+			return 1
+		}
+		return 0
+	}
+	f.publish("orders", "order-1", nil)
+	f.publish("orders", "order-2", nil)
+	f.eventually("the breaker open", func() bool { return f.logs.FilterMessageSnippet("breaker opened").Len() == 1 })
+	for sec := 0; sec < 20*60; sec++ { // the first probe after 10 minutes fails too
+		quiet(t, b, w, "orders", open)
+		b.Clock().Advance(time.Second)
+	}
+	w.down.Store(false)
+	for sec := 0; ; sec++ {
+		quiet(t, b, w, "orders", open)
+		if all, _ := w.acceptedOnce(2); all {
+			break
+		}
+		if sec > 30*60 {
+			t.Fatalf("not both accepted: %v, dlq %d", w.accepted, b.Depth("orders.dlq"))
+		}
+		b.Clock().Advance(time.Second)
+	}
+	if d := b.Depth("orders.dlq"); d != 0 {
+		t.Errorf("%d given up on (reason %q): the breaker's time counted as age", d, reasonIn(f, "orders.dlq"))
+	}
+}

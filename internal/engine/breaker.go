@@ -193,6 +193,20 @@ func (c *consumer) resume() (transport.Subscription, *sync.WaitGroup, error) {
 	}
 }
 
+// judgedAt is the time decide judges m's age at: now, less the time the
+// queue's breaker has kept it waiting in the broker since it was first
+// published. A message held back by the breaker for a ten-minute outage
+// is not given up on as too old at its first delivery after it, for time
+// it spent waiting because of the breaker, not because of its retries.
+// The handler (Message.Age, middleware.MaxAge) still sees its true age.
+func (c *consumer) judgedAt(m message) time.Time {
+	now := c.e.clock.Now()
+	if b := c.q.breaker; b != nil {
+		now = now.Add(-b.Held(m.env.CreatedAt))
+	}
+	return now
+}
+
 // breakerOpen says, for readiness, why the queue takes no deliveries
 // because of its breaker; "" when it does.
 func (c *consumer) breakerOpen() string {

@@ -117,7 +117,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit) bool {
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
 		c.end(d, m, s.instead(settleDrop))
 	default:
-		s.verdict = decide(c.q, *m.env, a, c.e.clock.Now())
+		s.verdict = decide(c.q, *m.env, a, c.judgedAt(m))
 		c.settle(d, m, s)
 	}
 	return true
