@@ -36,6 +36,11 @@ func BenchmarkServerMemory(b *testing.B) {
 	// throttled: under a throttle that never limits (a rate and a cap far
 	// above what the run reaches): what a throttle costs a delivery when
 	// it is not holding anything back, against no-meter.
+	// breaker: under a closed circuit breaker: what it costs a delivery
+	// when nothing fails, against no-meter.
+	b.Run("breaker", func(b *testing.B) {
+		benchServerMemory(b, nil, ack.Accept(), func(s *acemq.Server) { s.Breaker = &acemq.Breaker{} })
+	})
 	b.Run("throttled", func(b *testing.B) {
 		benchServerMemory(b, nil, ack.Accept(), func(s *acemq.Server) {
 			s.Throttles = map[string]acemq.Throttle{"api": {PerSecond: 1e9, Burst: 1 << 20, Concurrency: 1 << 10}}

@@ -18,4 +18,5 @@ const (
 	MetricSnoozed        = telemetry.MetricSnoozed        // "acemq.messages.snoozed"
 	MetricDelayRedeliver = telemetry.MetricDelayRedeliver // "acemq.delay.redelivered"
 	MetricRefusals       = telemetry.MetricRefusals       // "acemq.connection.refusals"
+	MetricBreaker        = telemetry.MetricBreaker        // "acemq.breaker.changes"
 )

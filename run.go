@@ -81,6 +81,7 @@ func (s *Server) resolve(name string) engine.Queue {
 		DeadLetter:    DeadLetterQueue(name),
 		Parked:        ParkedQueue(name),
 		Throttles:     c.Throttles,
+		Breaker:       cmp.Or(c.Breaker, s.Breaker).settings(),
 	}
 	if q.Policy.IsZero() {
 		q.Policy = s.Retry

@@ -112,6 +112,10 @@ type QueueConfig struct {
 	// Throttles names the throttles (Server.Throttles) this queue's
 	// handlers are under, shared with every other queue that names them.
 	Throttles []string
+	// Breaker, when set, stops consuming this queue while its handlers'
+	// failures say a dependency is down (see Breaker); it replaces the
+	// server's.
+	Breaker *Breaker
 }
 
 // Server consumes every queue its Handler names and settles what the handler
@@ -128,6 +132,9 @@ type Server struct {
 	// queue the handler serves: Run refuses a key that names no such queue
 	// (a typo would otherwise leave the real queue without its settings).
 	Queues map[string]QueueConfig
+	// Breaker is every queue's breaker, each queue with one of its own,
+	// unless its QueueConfig sets one; nil: none.
+	Breaker *Breaker
 	// Throttles are the named throttles queues share: a queue is under the
 	// ones its QueueConfig.Throttles names. Run refuses a name no queue
 	// could mean and a throttle that throttles nothing.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/acemq/acemq/ack"
@@ -39,10 +40,17 @@ func (e *Engine) CheckReady() error {
 	if err := e.refused.check(); err != nil {
 		return err
 	}
+	held := make([]string, 0, len(e.consumers))
 	for _, c := range e.consumers {
 		if !c.consuming.Load() {
 			return fmt.Errorf("queue %s: the broker ended its consumer; consuming it again", c.q.name)
 		}
+		if why := c.breakerOpen(); why != "" {
+			held = append(held, why)
+		}
+	}
+	if len(held) == len(e.consumers) { // nothing is consumed; one queue of several held is still ready
+		return fmt.Errorf("every queue's breaker is open: %s", strings.Join(held, "; "))
 	}
 	if ch, ok := e.t.(transport.Checker); ok {
 		return ch.Check()

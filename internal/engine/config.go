@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/flow"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -64,4 +65,6 @@ type Queue struct {
 	DeadLetter    string
 	Parked        string
 	Throttles     []string // names in Config.Throttles
+	// Breaker, when set, is the settings of the queue's circuit breaker.
+	Breaker *flow.BreakerSettings
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -13,8 +14,10 @@ type consumer struct {
 	e *Engine
 	q *queueRun
 
-	mu      sync.Mutex // guards sub and workers, which a resubscribe replaces
+	mu      sync.Mutex // guards sub, lease, retired and workers, which a resubscribe replaces
 	sub     transport.Subscription
+	lease   *lease   // sub's
+	retired []*lease // the subscriptions consumed on before, closed once settled (lease.go)
 	workers []*worker
 	// consuming is false while the broker has ended the consumer and the
 	// supervisor declares and consumes again: Server.CheckReady reads it.
@@ -24,6 +27,9 @@ type consumer struct {
 	// waiting for its message's handler (awaitRunning) was on it too.
 	// Guarded by mu; made when first asked for.
 	takenBack chan struct{}
+	// switching is closed once the breaker's cancel of sub took; not nil
+	// from the switch until the supervisor consumes again (breaker.go).
+	switching chan struct{}
 	// waitCapped says the first in-process wait cut short below the
 	// broker's consumer timeout was logged.
 	waitCapped atomic.Bool
@@ -48,6 +54,18 @@ func (c *consumer) retaken() {
 		close(c.takenBack)
 		c.takenBack = nil
 	}
+}
+
+// consumeOn makes sub the consumer's subscription, retiring the one
+// before it (closed once what was taken from it has ended).
+func (c *consumer) consumeOn(sub transport.Subscription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease != nil {
+		c.lease.retire()
+		c.retired = append(slices.DeleteFunc(c.retired, func(l *lease) bool { return l.isClosed() }), c.lease)
+	}
+	c.sub, c.lease = sub, newLease(sub, c.leaseLog)
 }
 
 // workersNow are the consumer's workers on its current subscription.

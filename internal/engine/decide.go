@@ -7,6 +7,7 @@ import (
 
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/flow"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -89,32 +90,37 @@ type queueRun struct {
 	declare       bool // declare its topology and publish to rungs
 	delays        bool // the delay queues are there, and can deliver to this queue
 	args          map[string]any
-	throttleNames []string           // the throttles it is under, by name
-	throttles     []*throttle        // made at Run, in name order
-	topology      transport.Topology // what declaring it declares
-	subscriptions transport.Topology // its bindings to exchanges, declared with the topology
-	strict        bool               // a delivery limit below the attempts stops Run
-	deadLetter    string             // name.dlq
-	parked        string             // name.parked
-	metrics       *queueMetrics
+	throttleNames []string // the throttles it is under, by name
+	// breakerSettings, when set, make breaker, the queue's circuit
+	// breaker, at Run: the one thing here that changes during a run.
+	breakerSettings *flow.BreakerSettings
+	breaker         *flow.Breaker
+	throttles       []*throttle        // made at Run, in name order
+	topology        transport.Topology // what declaring it declares
+	subscriptions   transport.Topology // its bindings to exchanges, declared with the topology
+	strict          bool               // a delivery limit below the attempts stops Run
+	deadLetter      string             // name.dlq
+	parked          string             // name.parked
+	metrics         *queueMetrics
 }
 
 // newQueueRun is the engine's reading of a queue's resolved settings.
 func newQueueRun(q Queue) *queueRun {
 	return &queueRun{
-		name:          q.Name,
-		policy:        q.Policy,
-		concurrency:   q.Concurrency,
-		prefetch:      q.Prefetch,
-		declare:       q.Declare,
-		args:          q.Args,
-		topology:      q.Topology,
-		subscriptions: q.Subscriptions,
-		strict:        q.Strict,
-		deadLetter:    q.DeadLetter,
-		parked:        q.Parked,
-		metrics:       newQueueMetrics(q.Name),
-		throttleNames: q.Throttles,
+		name:            q.Name,
+		policy:          q.Policy,
+		concurrency:     q.Concurrency,
+		prefetch:        q.Prefetch,
+		declare:         q.Declare,
+		args:            q.Args,
+		topology:        q.Topology,
+		subscriptions:   q.Subscriptions,
+		strict:          q.Strict,
+		deadLetter:      q.DeadLetter,
+		parked:          q.Parked,
+		metrics:         newQueueMetrics(q.Name),
+		throttleNames:   q.Throttles,
+		breakerSettings: q.Breaker,
 	}
 }
 

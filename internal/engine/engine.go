@@ -76,6 +76,9 @@ func (e *Engine) Run(ctx context.Context, resolve func() ([]Queue, error)) error
 		return err
 	}
 	underThrottles(queues, throttles)
+	if err := e.breakers(queues); err != nil {
+		return err
+	}
 	if e.t == nil {
 		return fmt.Errorf("acemq: Server.Transport is nil")
 	}
@@ -153,7 +156,9 @@ func (e *Engine) subscribe(ctx context.Context, queues []*queueRun) error {
 		if err != nil {
 			return err
 		}
-		e.consumers = append(e.consumers, &consumer{e: e, q: q, sub: sub})
+		c := &consumer{e: e, q: q}
+		c.consumeOn(sub)
+		e.consumers = append(e.consumers, c)
 	}
 	if delays {
 		e.spawn(func() { e.redeliverDue(queues) })
@@ -182,7 +187,15 @@ func (e *Engine) declare(ctx context.Context, q *queueRun) error {
 // consume subscribes to q: at start-up, and again after the broker ended
 // its consumer.
 func (e *Engine) consume(ctx context.Context, q *queueRun) (transport.Subscription, error) {
-	sub, err := e.consumeRefusable(ctx, q, e.consumeOptions(q)) // brokertimeout.go, refusals.go
+	return e.consumeAt(ctx, q, q.prefetch)
+}
+
+// consumeAt subscribes to q at prefetch: the queue's own, or its breaker's
+// probes.
+func (e *Engine) consumeAt(ctx context.Context, q *queueRun, prefetch int) (transport.Subscription, error) {
+	opts := e.consumeOptions(q)
+	opts.Prefetch = prefetch
+	sub, err := e.consumeRefusable(ctx, q, opts) // brokertimeout.go, refusals.go
 	if err != nil {
 		return nil, fmt.Errorf("acemq: consume queue %s: %w", q.name, err)
 	}

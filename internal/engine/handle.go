@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/flow"
 	"github.com/acemq/acemq/internal/panicked"
 	"github.com/acemq/acemq/transport"
 	"go.opentelemetry.io/otel/trace"
@@ -19,6 +20,7 @@ import (
 func (c *consumer) work(w *worker, sub transport.Subscription) {
 	c.e.overdue.serve(c) // before any delivery: the broker's reports reach the workers
 	c.each(sub, func(d transport.Delivery) bool {
+		w.lease.take()
 		if isClosed(c.e.stop.requested) {
 			// Given back while the consumer is still subscribed, it would
 			// come straight back to it, round and round until the cancel:
@@ -26,19 +28,24 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			// return counts before RabbitMQ 4.3). So it waits for the
 			// cancel; prefetch bounds what waits so.
 			<-c.e.stop.cancelled
-			c.end(d, message{}, unstarted)
+			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
+		permit, ok := c.allow(w, d)
+		if !ok {
+			return true // its breaker holds the queue: given back, to wait in the broker
+		}
 		if len(c.q.throttles) == 0 {
-			return c.handle(w, d)
+			return c.handle(w, d, permit)
 		}
 		if !c.admit() { // a stop came first; given back as above
+			c.report(permit, ack.Ack{}, false)
 			<-c.e.stop.cancelled
-			c.end(d, message{}, unstarted)
+			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
 		defer c.release()
-		return c.handle(w, d)
+		return c.handle(w, d, permit)
 	})
 }
 
@@ -71,11 +78,12 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // over while the handler ran (cutOff): the answer comes too late to count,
 // and the worker is no longer the engine's. A redelivery is first looked
 // at (redelivery): it may be overdue, or its message still running here.
-func (c *consumer) handle(w *worker, d transport.Delivery) bool {
+func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit) bool {
 	user, env := c.e.cfg.Receive(d, c.e.now)
 	m := message{user: user, env: env}
 	pctx, span := c.startProcess(d, m)
 	if d.Redelivered && c.redelivery(w, d, m, pctx) {
+		c.report(p, ack.Ack{}, false)
 		return true
 	}
 	ctx := c.e.handlerCtx
@@ -90,12 +98,14 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 	took := time.Since(began)
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	answered(span, a)
-	s := settling{ctx: pctx, took: took, ran: true, began: began}
+	s := settling{ctx: pctx, took: took, ran: true, began: began, lease: w.lease}
 	owned, takenBack := w.end()
+	c.report(p, a, owned && !takenBack && !isClosed(c.e.stop.cut))
 	switch {
 	case !owned:
 		c.e.log.Warn("acemq: a handler cut off by the shutdown deadline returned; its answer is discarded, as its message went back to the broker at the deadline",
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
+		s.lease = nil // the stop's cutOff gave it back and told the lease
 		c.end(d, m, s.instead(settleDrop))
 		return false
 	case isClosed(c.e.stop.cut): // it returned as the deadline cancelled it
@@ -107,7 +117,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery) bool {
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
 		c.end(d, m, s.instead(settleDrop))
 	default:
-		s.verdict = decide(c.q, *m.env, a, c.e.clock.Now())
+		s.verdict = decide(c.q, *m.env, a, c.judgedAt(m))
 		c.settle(d, m, s)
 	}
 	return true
@@ -125,7 +135,7 @@ func (c *consumer) cutOff() int {
 		if d, m, ok := w.takeOver(); ok {
 			n++
 			c.logCut(m)
-			c.end(d, message{}, unstarted) // the broker redelivers it; the handler's return reports it
+			c.end(d, message{}, unstartedOn(w.lease)) // the broker redelivers it; the handler's return reports it
 		}
 	}
 	return n

@@ -87,6 +87,7 @@ type instruments struct {
 	snoozed        metric.Int64Counter
 	redelivered    metric.Int64Counter
 	refusals       metric.Int64Counter
+	breaker        metric.Int64Counter
 
 	// The tracer and propagator, resolved once when first needed (tracing).
 	traceOnce sync.Once
@@ -136,6 +137,8 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Due delayed messages whose destination was missing when they were due, sent again from acemq.delay.v1.undeliverable (attribute result: arrived, waiting)."))
 	in.refusals, _ = m.Int64Counter(telemetry.MetricRefusals, metric.WithUnit("{refusal}"),
 		metric.WithDescription("Connection attempts of a queue's consumer that the broker refused for now, by queue and reason (connection_limit, user_connection_limit, node_connection_limit, vhost_down, node_not_accepting); each is dialled again with backoff, and Run goes on."))
+	in.breaker, _ = m.Int64Counter(telemetry.MetricBreaker, metric.WithUnit("{change}"),
+		metric.WithDescription("Changes of a queue's circuit breaker, by queue and the state it changed to (open, half-open, closed)."))
 	in.held, _ = m.Int64UpDownCounter(telemetry.MetricHeld,
 		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in

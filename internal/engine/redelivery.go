@@ -28,7 +28,7 @@ import (
 //     channel holds meanwhile (consumer_timeout), the redelivery is stale
 //     and dropped: the broker delivers it once more.
 func (c *consumer) redelivery(w *worker, d transport.Delivery, m message, pctx context.Context) bool {
-	s := settling{ctx: pctx}
+	s := settling{ctx: pctx, lease: w.lease}
 	if timeout, ok := c.e.overdue.take(c.q.name, m.ID()); ok {
 		s.verdict = overdue(c.q, *m.env, timeout)
 		c.settle(d, m, s)

@@ -22,6 +22,9 @@ type settling struct {
 	ran   bool // a handler ran: not so for an overdue message's redelivery
 	held  bool // the process span ended when the original was held
 	off   bool // the settlement left the worker for a goroutine of its own
+	// lease is the subscription the delivery was taken from, told when it
+	// ends (nil: not counted there, as for one the stop took over).
+	lease *lease
 
 	why          string    // why a held copy was refused ("missing", "nacked", "refused")
 	heldSince    time.Time // when its original was first held
@@ -31,6 +34,13 @@ type settling struct {
 // unstarted ends a delivery no handler took, or one the stop took over
 // from its handler: given back, reported by nobody (end with no message).
 var unstarted = settling{plan: plan{verdict: verdict{settle: settleGiveBack, outcome: outcomeGivenBack}}}
+
+// unstartedOn is unstarted for a delivery taken from l.
+func unstartedOn(l *lease) settling {
+	s := unstarted
+	s.lease = l
+	return s
+}
 
 // instead is s ending its original as st, the server's doing rather than
 // the handler's answer: given back (settleGiveBack) or left to the broker,
@@ -167,6 +177,9 @@ func (c *consumer) wait(p pause) published {
 func (c *consumer) end(d transport.Delivery, m message, s settling) {
 	if m.env != nil {
 		c.finish(m, s, s.outcome)
+	}
+	if s.lease != nil {
+		defer s.lease.done()
 	}
 	var err error
 	switch s.settle {

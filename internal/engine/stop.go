@@ -146,6 +146,12 @@ func (e *Engine) closeSubscriptions() {
 		if err := c.subscription().Close(); err != nil {
 			e.log.Debug("acemq: close subscription", zap.String("queue", c.q.name), zap.Error(err))
 		}
+		c.mu.Lock()
+		retired := c.retired
+		c.mu.Unlock()
+		for _, l := range retired { // settled by now: every goroutine of the run has ended
+			l.close()
+		}
 	}
 }
 

@@ -22,11 +22,20 @@ func (c *consumer) start() {
 
 // startWorkers runs the queue's workers on sub; alive ends when they have.
 func (c *consumer) startWorkers(sub transport.Subscription) *sync.WaitGroup {
+	return c.startWorkersN(sub, c.q.concurrency)
+}
+
+// startWorkersN runs n workers on sub.
+func (c *consumer) startWorkersN(sub transport.Subscription, n int) *sync.WaitGroup {
 	alive := new(sync.WaitGroup)
-	alive.Add(c.q.concurrency)
-	workers := make([]*worker, c.q.concurrency)
+	alive.Add(n)
+	workers := make([]*worker, n)
+	c.mu.Lock()
+	l := c.lease
+	c.mu.Unlock()
 	for i := range workers {
 		w := newWorker(c.e.handlerCtx, [2]*sync.WaitGroup{&c.e.running, alive})
+		w.lease = l
 		workers[i] = w
 		c.e.running.Add(1)
 		go func() {
@@ -55,6 +64,18 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		if isClosed(c.e.stop.requested) {
 			return
 		}
+		if c.switched() { // the breaker cancelled it (breaker.go)
+			next, workers, err := c.resume()
+			switch {
+			case err != nil:
+				c.e.fail(fmt.Errorf("acemq: consumer of queue %s: consuming it again after its breaker was refused: %w", c.q.name, err))
+				return
+			case next == nil:
+				return // stopping
+			}
+			sub, alive = next, workers
+			continue
+		}
 		err := sub.Err()
 		if err == nil {
 			err = transport.ErrClosed
@@ -70,9 +91,6 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 		} else {
 			c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
 				zap.String("queue", c.q.name), zap.Error(err))
-		}
-		if err := sub.Close(); err != nil { // its channel, and its connection if it has one of its own
-			c.e.log.Debug("acemq: close an ended subscription", zap.String("queue", c.q.name), zap.Error(err))
 		}
 		next, err := c.resubscribe()
 		if err != nil {
@@ -119,8 +137,8 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 			_ = sub.Close()
 			return nil, nil
 		}
-		c.sub = sub
 		c.mu.Unlock()
+		c.consumeOn(sub) // the ended one closes once what it holds is settled
 		c.e.log.Info("acemq: consuming the queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1))
 		return sub, nil
 	}

@@ -12,6 +12,7 @@ import (
 // whether the stop has taken that over.
 type worker struct {
 	groups [2]*sync.WaitGroup // the engine's running, and the consumer's alive
+	lease  *lease             // the subscription it takes deliveries from
 	parent context.Context    // the engine's handler context
 
 	mu        sync.Mutex

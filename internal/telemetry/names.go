@@ -32,4 +32,5 @@ const (
 	MetricSnoozed        = "acemq.messages.snoozed"
 	MetricDelayRedeliver = "acemq.delay.redelivered"
 	MetricRefusals       = "acemq.connection.refusals"
+	MetricBreaker        = "acemq.breaker.changes"
 )
