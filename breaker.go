@@ -1,8 +1,10 @@
 package acemq
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/acemq/acemq/internal/engine"
 	"github.com/acemq/acemq/internal/flow"
 )
 
@@ -50,4 +52,65 @@ func (b *Breaker) settings() *flow.BreakerSettings {
 	}
 	return &flow.BreakerSettings{Window: b.Window, MinOutcomes: b.MinOutcomes, FailureRatio: b.FailureRatio,
 		CoolDown: b.CoolDown, Probes: b.Probes, CloseAfter: b.CloseAfter, Counts: b.Counts}
+}
+
+// BreakerStatus is one queue's breaker as Server.Breakers shows it: for
+// a service's own status page, and for tests.
+type BreakerStatus struct {
+	Queue string
+	// State is "closed", "open" or "half-open".
+	State string
+	// Since is when it entered State (zero if it never changed), and
+	// Until, while open, when it probes.
+	Since, Until time.Time
+	// Why is what the last change said ("4 of the last 5 failed: ...").
+	// It holds a handler's error text: escape it before a page shows it.
+	Why string
+	// Outcomes and Failures are what its window holds.
+	Outcomes, Failures int
+	// CoolingDown says the server waits out the cool-down on its clock
+	// (acemqtest counts that wait as asleep).
+	CoolingDown bool
+}
+
+// Breakers returns the breakers of the Run under way, by queue, in the
+// order the server serves the queues; nil before Run or without one.
+func (s *Server) Breakers() []BreakerStatus {
+	s.mu.Lock()
+	e := s.run
+	s.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	var out []BreakerStatus
+	for _, b := range e.Breakers() {
+		st := b.Status
+		out = append(out, BreakerStatus{Queue: b.Queue, State: st.State.String(), Since: st.Since, Until: st.Until, Why: st.Why,
+			Outcomes: st.Outcomes, Failures: st.Failures, CoolingDown: b.Sleeping})
+	}
+	return out
+}
+
+// TripBreaker opens queue's breaker now, saying why, as if its handlers'
+// failures had: for tests (acemqtest) and for an operator who knows the
+// dependency is down. ResetBreaker closes it; while it is open that takes
+// effect at the end of its cool-down. Both fail for a queue without a
+// breaker, or before Run.
+func (s *Server) TripBreaker(queue, why string) error {
+	return s.turnBreaker(queue, why, (*engine.Engine).Trip)
+}
+
+// ResetBreaker closes queue's breaker, saying why.
+func (s *Server) ResetBreaker(queue, why string) error {
+	return s.turnBreaker(queue, why, (*engine.Engine).Reset)
+}
+
+func (s *Server) turnBreaker(queue, why string, turn func(*engine.Engine, string, string) error) error {
+	s.mu.Lock()
+	e := s.run
+	s.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("acemq: breaker of queue %s: Run has not been called", queue)
+	}
+	return turn(e, queue, why)
 }

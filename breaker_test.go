@@ -57,10 +57,16 @@ func (w *warehouse) acceptedOnce(n int) (all bool, twice []string) {
 // the virtual clock: no handler running, and every unacknowledged
 // delivery an in-process wait (plus the breaker's own wait while open), so
 // that the next step of the clock finds the run where a real clock would.
-func quiet(t *testing.T, b *memory.Broker, w *warehouse, q string, extra func() int) {
+func quiet(t *testing.T, f *fixture, w *warehouse, q string) {
 	t.Helper()
 	polltest.Eventually(t, "the run asleep on the clock", func() bool {
-		return w.running.Load() == 0 && b.Unacked(q)+extra() == b.Clock().Pending()
+		cooling := 0
+		for _, st := range f.srv.Breakers() {
+			if st.CoolingDown {
+				cooling++
+			}
+		}
+		return w.running.Load() == 0 && f.broker.Unacked(q)+cooling == f.broker.Clock().Pending()
 	})
 }
 
@@ -77,23 +83,17 @@ func outage(t *testing.T, breaker *acemq.Breaker) (deadLettered int, w *warehous
 		Concurrency: 2,
 		Queues:      map[string]acemq.QueueConfig{"orders": {Breaker: breaker}},
 	}, map[string]acemq.Handler{"orders": w})
-	open := func() int { // the breaker's cool-down wait while it is open
-		if breaker != nil && f.logs.FilterMessageSnippet("breaker opened").Len() > f.logs.FilterMessageSnippet("breaker probes").Len() {
-			return 1
-		}
-		return 0
-	}
 	const orders = 60
 	for sec := range 600 {
 		if sec%10 == 0 {
 			f.publish("orders", fmt.Sprintf("order-%02d", sec/10), nil)
 		}
-		quiet(t, b, w, "orders", open)
+		quiet(t, f, w, "orders")
 		b.Clock().Advance(time.Second)
 	}
 	w.down.Store(false)
 	for sec := 0; ; sec++ {
-		quiet(t, b, w, "orders", open)
+		quiet(t, f, w, "orders")
 		all, _ := w.acceptedOnce(orders - b.Depth("orders.dlq"))
 		if all && b.Depth("orders")+b.Unacked("orders") == 0 {
 			break
@@ -259,22 +259,16 @@ func TestBreakerHeldTimeIsNotAge(t *testing.T) {
 		Retry:  retry.Fixed(5, 10*time.Second).WithJitter(0).WithBrokerWaitThreshold(time.Hour).WithMaxAge(5 * time.Minute),
 		Queues: map[string]acemq.QueueConfig{"orders": {Breaker: &acemq.Breaker{Window: 2, MinOutcomes: 2, CoolDown: 10 * time.Minute}}},
 	}, map[string]acemq.Handler{"orders": w})
-	open := func() int {
-		if f.logs.FilterMessageSnippet("breaker opened").Len() > f.logs.FilterMessageSnippet("breaker probes").Len() {
-			return 1
-		}
-		return 0
-	}
 	f.publish("orders", "order-1", nil)
 	f.publish("orders", "order-2", nil)
 	f.eventually("the breaker open", func() bool { return f.logs.FilterMessageSnippet("breaker opened").Len() == 1 })
 	for sec := 0; sec < 20*60; sec++ { // the first probe after 10 minutes fails too
-		quiet(t, b, w, "orders", open)
+		quiet(t, f, w, "orders")
 		b.Clock().Advance(time.Second)
 	}
 	w.down.Store(false)
 	for sec := 0; ; sec++ {
-		quiet(t, b, w, "orders", open)
+		quiet(t, f, w, "orders")
 		if all, _ := w.acceptedOnce(2); all {
 			break
 		}

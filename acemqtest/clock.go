@@ -89,7 +89,18 @@ func (s *Server) quiet(tb testing.TB) {
 
 // busy says what keeps the server from being quiet, or "" when it is.
 func (s *Server) busy() string {
-	if err := s.Server.CheckReady(); err != nil {
+	open, cooling := 0, 0
+	for _, b := range s.Server.Breakers() {
+		if b.State == "open" {
+			open++
+		}
+		if b.CoolingDown {
+			cooling++
+		}
+	}
+	// A server whose every queue's breaker is open is not ready, and quiet:
+	// it waits on the clock for the cool-down.
+	if err := s.Server.CheckReady(); err != nil && (open == 0 || open < len(s.queues())) {
 		return err.Error()
 	}
 	unacked := 0
@@ -98,8 +109,9 @@ func (s *Server) busy() string {
 	}
 	// Each message a server holds in the process waiting on the clock is
 	// one unsettled delivery and one After, and so is a handler asleep on
-	// the clock; any other unsettled delivery is being worked on.
-	if asleep := s.Broker.Clock().Pending(); unacked != asleep {
+	// the clock; any other unsettled delivery is being worked on. A
+	// breaker waiting out its cool-down is one After more.
+	if asleep := s.Broker.Clock().Pending() - cooling; unacked != asleep {
 		return fmt.Sprintf("%d messages delivered and not settled, %d asleep on the virtual clock", unacked, asleep)
 	}
 	return ""

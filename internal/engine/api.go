@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/flow"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -61,6 +63,56 @@ func (e *Engine) CheckReady() error {
 // Refused is the broker's refusal for now of the consumers' connections,
 // nil when there is none: what a Run that is not yet subscribed waits on.
 func (e *Engine) Refused() error { return e.refused.check() }
+
+// BreakerInfo is one queue's breaker as the root's Server.Breakers shows
+// it.
+type BreakerInfo struct {
+	Queue    string
+	Status   flow.Status
+	Sleeping bool // the supervisor waits out its cool-down on the engine's clock
+}
+
+// Breakers are the run's breakers, in the order of its queues.
+func (e *Engine) Breakers() []BreakerInfo {
+	var out []BreakerInfo
+	for _, c := range e.consumers {
+		if b := c.q.breaker; b != nil {
+			out = append(out, BreakerInfo{Queue: c.q.name, Status: b.Status(), Sleeping: c.coolingDown.Load()})
+		}
+	}
+	return out
+}
+
+// ErrNoBreaker is what Trip and Reset return for a queue without one.
+var ErrNoBreaker = errors.New("acemq: the queue has no breaker")
+
+// Trip opens queue's breaker now, for why; Reset closes it. For tests
+// and an operator's endpoint: the queue is cancelled or consumed again as
+// when the breaker itself changes; a Reset while the breaker is open takes
+// effect when its cool-down ends (the wait is on the engine's clock, which
+// a test moves).
+func (e *Engine) Trip(queue, why string) error {
+	return e.turnBreaker(queue, (*flow.Breaker).Trip, why)
+}
+
+// Reset closes queue's breaker now, for why.
+func (e *Engine) Reset(queue, why string) error {
+	return e.turnBreaker(queue, (*flow.Breaker).Reset, why)
+}
+
+func (e *Engine) turnBreaker(queue string, turn func(*flow.Breaker, string) flow.Event, why string) error {
+	for _, c := range e.consumers {
+		if c.q.name != queue {
+			continue
+		}
+		if c.q.breaker == nil {
+			return fmt.Errorf("%w: %s", ErrNoBreaker, queue)
+		}
+		c.breakerTurned(turn(c.q.breaker, why))
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not served", ErrNoBreaker, queue)
+}
 
 // Decision is decide's verdict as the root's Server.Decide shows it.
 type Decision struct {

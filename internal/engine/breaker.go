@@ -97,6 +97,7 @@ func (c *consumer) breakerTurned(ev flow.Event) {
 	if !ev.Changed() {
 		return
 	}
+
 	c.e.inst.breaker.Add(context.Background(), 1, c.q.metrics.with(attribute.String("state", ev.To.String())))
 	fields := []zap.Field{zap.String("queue", c.q.name), zap.String("from", ev.From.String()), zap.String("to", ev.To.String()), zap.String("why", ev.Why)}
 	switch ev.To {
@@ -155,11 +156,14 @@ func (c *consumer) resume() (transport.Subscription, *sync.WaitGroup, error) {
 		if st.State != flow.Open || wait <= 0 {
 			break
 		}
+		c.coolingDown.Store(true)
 		select {
 		case <-c.e.clock.After(wait):
 		case <-c.e.stop.requested:
+			c.coolingDown.Store(false)
 			return nil, nil, nil
 		}
+		c.coolingDown.Store(false)
 	}
 	workers, prefetch := c.q.concurrency, c.q.prefetch
 	if b.State() != flow.Closed {

@@ -30,6 +30,9 @@ type consumer struct {
 	// switching is closed once the breaker's cancel of sub took; not nil
 	// from the switch until the supervisor consumes again (breaker.go).
 	switching chan struct{}
+	// coolingDown is set while the supervisor waits out the breaker's
+	// cool-down on the engine's clock (acemqtest counts that wait).
+	coolingDown atomic.Bool
 	// waitCapped says the first in-process wait cut short below the
 	// broker's consumer timeout was logged.
 	waitCapped atomic.Bool
