@@ -32,20 +32,6 @@ import (
 // broker delivers again. Their redeliveries wait for them (awaitRunning):
 // a delivery never runs twice at once in one server.
 
-// capBelow is the handler timeout of a queue whose broker takes deliveries
-// back after timeout: a tenth less, and at least 5 s less (half, for a
-// timeout under 10 s). Ending the handler's context is not the ack: the
-// handler must notice, return, and its settlement publish a copy, wait
-// for the confirm and ack, all before the broker looks; and the broker's
-// clock started when it sent the delivery, which may have waited in the
-// prefetch before a worker took it. A tenth leaves 30 s of a 5-minute
-// timeout for that; 5 s covers a confirm on a loaded broker. The broker
-// checks once per channel tick (a minute by default), which only ever
-// makes it later, so no margin is spent on that.
-func capBelow(timeout time.Duration) time.Duration {
-	return timeout - max(timeout/10, min(timeout/2, 5*time.Second))
-}
-
 // handlerTimeout is the handler timeout a handler of c's queue begins
 // under now: the server's HandlerTimeout, or the cap below the broker's
 // consumer timeout once learnt, whichever is shorter; <= 0 for none.
@@ -57,51 +43,6 @@ func (c *consumer) handlerTimeout() time.Duration {
 		}
 	}
 	return d
-}
-
-// brokerTimeout is the broker's consumer timeout learnt for queue; 0 when
-// none is known. Every handler's start asks: until a timeout is learnt it
-// takes no lock.
-func (s *overdueSet) brokerTimeout(queue string) time.Duration {
-	if !s.learntAny.Load() {
-		return 0
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.broker[queue]
-}
-
-// learn records timeout as queue's broker consumer timeout, the lowest
-// said winning; it reports whether that lowered what was known.
-func (s *overdueSet) learn(queue string, timeout time.Duration) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if was, ok := s.broker[queue]; ok && was <= timeout {
-		return false
-	}
-	if s.broker == nil {
-		s.broker = make(map[string]time.Duration)
-	}
-	s.broker[queue] = timeout
-	s.learntAny.Store(true)
-	return true
-}
-
-// serve records c as its queue's consumer, for the broker's reports: each
-// worker calls it as it starts, before it takes a delivery.
-func (s *overdueSet) serve(c *consumer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.consumers == nil {
-		s.consumers = make(map[string]*consumer)
-	}
-	s.consumers[c.q.name] = c
-}
-
-func (s *overdueSet) consumerOf(queue string) *consumer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.consumers[queue]
 }
 
 // consumeOptions are the options q is consumed with: its prefetch, and

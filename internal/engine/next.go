@@ -192,3 +192,17 @@ func next(q *queueRun, env wire.Envelope, p plan, r published, err error, blocke
 	p.pause = pause{d: heldBackoff.Delay(0), kind: pauseHeld}
 	return p, turnHeld
 }
+
+// capBelow is the handler timeout of a queue whose broker takes deliveries
+// back after timeout: a tenth less, and at least 5 s less (half, for a
+// timeout under 10 s). Ending the handler's context is not the ack: the
+// handler must notice, return, and its settlement publish a copy, wait
+// for the confirm and ack, all before the broker looks; and the broker's
+// clock started when it sent the delivery, which may have waited in the
+// prefetch before a worker took it. A tenth leaves 30 s of a 5-minute
+// timeout for that; 5 s covers a confirm on a loaded broker. The broker
+// checks once per channel tick (a minute by default), which only ever
+// makes it later, so no margin is spent on that.
+func capBelow(timeout time.Duration) time.Duration {
+	return timeout - max(timeout/10, min(timeout/2, 5*time.Second))
+}

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/acemq/acemq/internal/wire"
@@ -72,45 +70,6 @@ func (e *Engine) expireHandlers(now time.Time) {
 			}
 		}
 	}
-}
-
-// overdueSet remembers, by queue and id, the messages whose handler ran
-// past its timeout, with that timeout; and, by queue, what the server has
-// learnt of the broker's consumer timeout (brokertimeout.go). The ids are
-// bounded: past maxOverdue entries it starts again, forgetting the oldest
-// along with the rest.
-type overdueSet struct {
-	mu  sync.Mutex
-	ids map[[2]string]time.Duration
-
-	consumers map[string]*consumer     // by queue, once its workers run: for the broker's reports
-	broker    map[string]time.Duration // by queue, the broker's consumer timeout, the lowest stated
-	learntAny atomic.Bool              // broker holds one
-}
-
-const maxOverdue = 4096
-
-func (s *overdueSet) add(queue, id string, timeout time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ids == nil || len(s.ids) >= maxOverdue {
-		s.ids = make(map[[2]string]time.Duration)
-	}
-	s.ids[[2]string{queue, id}] = timeout
-}
-
-// take reports whether the message is overdue, with the timeout it ran
-// past, and forgets it.
-func (s *overdueSet) take(queue, id string) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.ids) == 0 {
-		return 0, false
-	}
-	k := [2]string{queue, id}
-	timeout, ok := s.ids[k]
-	delete(s.ids, k)
-	return timeout, ok
 }
 
 // overdue is the verdict for a redelivery of a message whose handler ran

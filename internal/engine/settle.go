@@ -129,6 +129,9 @@ func (c *consumer) try(d transport.Delivery, m message, s settling) settling {
 	was := s.plan
 	var t turn
 	s.plan, t = next(c.q, *m.env, s.plan, r, err, tooLong)
+	if t == turnRungMissing || t == turnDelaysMissing { // a wait in the process now: within the broker's timeout
+		s.plan = c.planOf(s.verdict, s.heldFor())
+	}
 	return c.turned(m, s, was, t, r, err)
 }
 

@@ -32,7 +32,6 @@ func (c *consumer) turned(m message, s settling, was plan, t turn, r published, 
 			append(c.hopFields(m, was.verdict), zap.String("parked_reason", s.copy.reason), zap.Error(err))...)
 	case turnRungMissing, turnDelaysMissing:
 		c.missing(m, s, was, t)
-		s.plan = c.planOf(s.verdict, s.heldFor())
 		c.count(m, s.verdict)
 	case turnBlocked, turnNacked:
 		if was.tries == 0 { // once, as the first publish fails
