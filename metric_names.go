@@ -19,4 +19,5 @@ const (
 	MetricDelayRedeliver = telemetry.MetricDelayRedeliver // "acemq.delay.redelivered"
 	MetricRefusals       = telemetry.MetricRefusals       // "acemq.connection.refusals"
 	MetricBreaker        = telemetry.MetricBreaker        // "acemq.breaker.changes"
+	MetricThrottleWait   = telemetry.MetricThrottleWait   // "acemq.throttle.wait"
 )

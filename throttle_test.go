@@ -34,6 +34,7 @@ func TestThrottleRate(t *testing.T) {
 	started := func() int { mu.Lock(); defer mu.Unlock(); return len(began) }
 	srv := &acemq.Server{
 		Concurrency: 4,
+		Prefetch:    4, // every unsettled delivery is a worker's: quiet below can count them
 		Throttles:   map[string]acemq.Throttle{"api": {PerSecond: 2}},
 		Queues:      map[string]acemq.QueueConfig{"q": {Throttles: []string{"api"}}},
 	}
@@ -43,14 +44,20 @@ func TestThrottleRate(t *testing.T) {
 		f.publish("q", fmt.Sprint(i), nil)
 	}
 	t0 := clock.Now()
-	f.eventually("the first handler started at once", func() bool { return started() == 1 })
-	for step := 1; started() < n; step++ {
+	// The run is asleep when every delivery it holds waits on the clock
+	// for a token; only then does the clock move, as a real one would.
+	quiet := func() {
+		t.Helper()
+		f.eventually("every held delivery asleep on the clock", func() bool {
+			return b.Unacked("q") == clock.Pending()
+		})
+	}
+	for step := 0; started() < n; step++ {
 		if step > 40 {
 			t.Fatalf("%d of %d started after %s of the clock", started(), n, clock.Now().Sub(t0))
 		}
-		f.advance(1, 100*time.Millisecond)
-		want := min(n, 1+int(clock.Now().Sub(t0)/(500*time.Millisecond)))
-		f.eventually(fmt.Sprintf("%d started by %s", want, clock.Now().Sub(t0)), func() bool { return started() >= want })
+		quiet()
+		clock.Advance(100 * time.Millisecond)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -61,6 +68,10 @@ func TestThrottleRate(t *testing.T) {
 	}
 	if took := began[n-1].Sub(t0); took > time.Duration(n-1)*500*time.Millisecond+100*time.Millisecond {
 		t.Errorf("the last of %d started at %s, slower than 2 a second", n, took)
+	}
+	// Every start but the first waited for a token, and is recorded so.
+	if waits, _ := f.histogram(acemq.MetricThrottleWait, map[string]string{"queue": "q", "throttle": "api", "limit": "rate"}); waits != n-1 {
+		t.Errorf("%d throttle waits recorded, want %d", waits, n-1)
 	}
 }
 

@@ -88,6 +88,7 @@ type instruments struct {
 	redelivered    metric.Int64Counter
 	refusals       metric.Int64Counter
 	breaker        metric.Int64Counter
+	throttled      metric.Float64Histogram
 
 	// The tracer and propagator, resolved once when first needed (tracing).
 	traceOnce sync.Once
@@ -139,6 +140,8 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Connection attempts of a queue's consumer that the broker refused for now, by queue and reason (connection_limit, user_connection_limit, node_connection_limit, vhost_down, node_not_accepting); each is dialled again with backoff, and Run goes on."))
 	in.breaker, _ = m.Int64Counter(telemetry.MetricBreaker, metric.WithUnit("{change}"),
 		metric.WithDescription("Changes of a queue's circuit breaker, by queue and the state it changed to (open, half-open, closed)."))
+	in.throttled, _ = m.Float64Histogram(telemetry.MetricThrottleWait, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
+		metric.WithDescription("Time a handler's start waited for a throttle, by queue, throttle and limit (rate, concurrency); only waits are recorded."))
 	in.held, _ = m.Int64UpDownCounter(telemetry.MetricHeld,
 		metric.WithDescription("Originals held unacknowledged because the broker refused their copy, by destination and why; each holds a prefetch slot."))
 	return in

@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/acemq/acemq/internal/flow"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Throttle is one named throttle's settings (acemq.Throttle): a rate of
@@ -73,10 +77,15 @@ func (c *consumer) admit() bool {
 		if t.group == nil {
 			continue
 		}
-		if !t.group.TryAcquire() && t.group.Acquire(c.e.handlerCtx, c.e.stop.requested) != nil {
+		if t.group.TryAcquire() {
+			continue
+		}
+		began := c.e.clock.Now()
+		if t.group.Acquire(c.e.handlerCtx, c.e.stop.requested) != nil {
 			c.releaseFirst(i)
 			return false
 		}
+		c.waited(t, "concurrency", c.e.clock.Now().Sub(began))
 	}
 	for _, t := range c.q.throttles {
 		if t.rate == nil {
@@ -91,9 +100,18 @@ func (c *consumer) admit() bool {
 				c.release()
 				return false
 			}
+			c.waited(t, "rate", wait)
 		}
 	}
 	return true
+}
+
+// waited records a wait a throttle made a handler's start wait, by
+// throttle and limit (rate, concurrency): only a wait, so that a throttle
+// that holds nothing back costs no metric.
+func (c *consumer) waited(t *throttle, limit string, d time.Duration) {
+	c.e.inst.throttled.Record(context.Background(), d.Seconds(), metric.WithAttributes(
+		attribute.String("queue", c.q.name), attribute.String("throttle", t.name), attribute.String("limit", limit)))
 }
 
 // release gives back the group slots admit took.

@@ -33,4 +33,5 @@ const (
 	MetricDelayRedeliver = "acemq.delay.redelivered"
 	MetricRefusals       = "acemq.connection.refusals"
 	MetricBreaker        = "acemq.breaker.changes"
+	MetricThrottleWait   = "acemq.throttle.wait"
 )
