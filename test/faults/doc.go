@@ -6,7 +6,9 @@
 // cluster, a .dlq full under reject-publish, a .dlq, .parked and rung
 // deleted with nothing else to take what they refuse, a handler that ignores
 // its context at the shutdown deadline, messages without an id from a
-// foreign client redelivered to an idempotent handler) and accounts for
+// foreign client redelivered to an idempotent handler, a dependency down
+// behind a queue's breaker while the broker restarts and a consumer is
+// killed) and accounts for
 // every id: accepted by the handler (and how often), in the .dlq, in
 // .parked, still queued. Each scenario prints one line
 //
