@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +16,20 @@ import (
 // charges it, except the declined test card.
 type gateway struct {
 	timeouts int
+	mu       sync.Mutex // the server's workers charge at once
 	calls    map[string]int
 }
 
+// callsOf is how often card was charged.
+func (g *gateway) callsOf(card string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls[card]
+}
+
 func (g *gateway) Charge(_ context.Context, _, card string, _ int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.calls[card]++
 	switch {
 	case card == "4000 0000 0000 0002":
@@ -60,7 +71,7 @@ func TestPayments(t *testing.T) {
 	if took := ts.RunUntilIdle(t); took < 28*time.Second { // 1+2+4+8 s ±20% in the process, 16 s on a rung
 		t.Errorf("the ladder took %v of virtual time, want about 31 s", took)
 	}
-	if n := gw.calls["4242 4242 4242 4242"]; n != 6 {
+	if n := gw.callsOf("4242 4242 4242 4242"); n != 6 {
 		t.Errorf("gateway charged the card %d times, want 6 (5 timeouts, 1 charge)", n)
 	}
 	if dead := ts.DeadLetters(Charges); len(dead) != 1 || dead[0].Reason() != "the handler rejected it: gateway: card declined" {
@@ -84,7 +95,7 @@ func TestPayments(t *testing.T) {
 	ts.Publish(t, Charges, Charge{PaymentID: id, Card: "4242 4242 4242 4242", Cents: 1250}, acemqtest.WithID(id)) // redelivered
 	ts.RunUntilIdle(t)
 	var payments int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM payments WHERE id = $1", id).Scan(&payments); err != nil || payments != 1 || gw.calls["4242 4242 4242 4242"] != 6 {
-		t.Errorf("payments %d, gateway calls %d, %v; want 1 and 6", payments, gw.calls["4242 4242 4242 4242"], err)
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM payments WHERE id = $1", id).Scan(&payments); err != nil || payments != 1 || gw.callsOf("4242 4242 4242 4242") != 6 {
+		t.Errorf("payments %d, gateway calls %d, %v; want 1 and 6", payments, gw.callsOf("4242 4242 4242 4242"), err)
 	}
 }
