@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/ack"
-	"github.com/acemq/acemq/internal/backoff"
 	"github.com/acemq/acemq/internal/flow"
 	"github.com/acemq/acemq/transport"
 )
@@ -170,31 +168,12 @@ func (c *consumer) resume() (transport.Subscription, *sync.WaitGroup, error) {
 		probes := b.Settings().Probes
 		workers, prefetch = probes, probes
 	}
-	for n := 0; ; n++ {
-		if n > 0 && backoff.Sleep(context.Background(), nil, resubscribeBackoff.Delay(n-1), c.e.stop.requested) != nil {
-			return nil, nil, nil
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
-		sub, err := c.e.consumeAt(ctx, c.q, prefetch)
-		cancel()
-		switch {
-		case errors.Is(err, transport.ErrAccessRefused), errors.Is(err, transport.ErrNotFound), errors.Is(err, transport.ErrPreconditionFailed):
-			return nil, nil, err
-		case err != nil:
-			c.e.log.Warn("acemq: consume the queue again for its breaker", zap.String("queue", c.q.name), zap.Int("tries", n+1), zap.Error(err))
-			continue
-		}
-		c.mu.Lock()
-		if isClosed(c.e.stop.requested) { // the drain may have read the old one
-			c.mu.Unlock()
-			_ = sub.Close()
-			return nil, nil, nil
-		}
-		c.switching = nil
-		c.mu.Unlock()
-		c.consumeOn(sub) // the switched one closes once what it holds is settled
-		return sub, c.startWorkersN(sub, workers), nil
+	sub, err := c.consumeAgain(false, "consume the queue again for its breaker",
+		func(ctx context.Context) (transport.Subscription, error) { return c.e.consumeAt(ctx, c.q, prefetch) })
+	if sub == nil {
+		return nil, nil, err
 	}
+	return sub, c.startWorkersN(sub, workers), nil
 }
 
 // judgedAt is the time decide judges m's age at: now, less the time the

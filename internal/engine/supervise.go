@@ -115,12 +115,23 @@ var resubscribeBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 10 * t
 // broker refuses for good: access refused or withdrawn, the vhost gone, an
 // inequivalent declaration (then the broker's reason).
 func (c *consumer) resubscribe() (transport.Subscription, error) {
+	return c.consumeAgain(true, "consume a deleted queue again", c.declareAndConsume)
+}
+
+// consumeAgain consumes the queue again through consume, with backoff
+// (before the first try too when waitFirst), until it works, a stop is
+// requested (nil, nil) or the broker refuses for good (its reason). The
+// new subscription is the consumer's; the one before it is retired, and
+// closes once what it holds is settled. what names the tries in the log.
+func (c *consumer) consumeAgain(waitFirst bool, what string, consume func(context.Context) (transport.Subscription, error)) (transport.Subscription, error) {
 	for n := 0; ; n++ {
-		if backoff.Sleep(context.Background(), nil, resubscribeBackoff.Delay(n), c.e.stop.requested) != nil {
-			return nil, nil
+		if n > 0 || waitFirst {
+			if backoff.Sleep(context.Background(), nil, resubscribeBackoff.Delay(n), c.e.stop.requested) != nil {
+				return nil, nil
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
-		sub, err := c.declareAndConsume(ctx)
+		sub, err := consume(ctx)
 		cancel()
 		switch {
 		case errors.Is(err, transport.ErrAccessRefused), errors.Is(err, transport.ErrNotFound), errors.Is(err, transport.ErrPreconditionFailed):
@@ -128,7 +139,7 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 		case errors.Is(err, transport.ErrRefused):
 			continue // counted and logged at a bounded rate by consumeRefusable
 		case err != nil:
-			c.e.log.Warn("acemq: consume a deleted queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1), zap.Error(err))
+			c.e.log.Warn("acemq: "+what, zap.String("queue", c.q.name), zap.Int("tries", n+1), zap.Error(err))
 			continue
 		}
 		c.mu.Lock()
@@ -137,8 +148,9 @@ func (c *consumer) resubscribe() (transport.Subscription, error) {
 			_ = sub.Close()
 			return nil, nil
 		}
+		c.switching = nil // a breaker's switch, if any, is carried out
 		c.mu.Unlock()
-		c.consumeOn(sub) // the ended one closes once what it holds is settled
+		c.consumeOn(sub)
 		c.e.log.Info("acemq: consuming the queue again", zap.String("queue", c.q.name), zap.Int("tries", n+1))
 		return sub, nil
 	}
