@@ -69,8 +69,10 @@ type BreakerStatus struct {
 	// Outcomes and Failures are what its window holds.
 	Outcomes, Failures int
 	// CoolingDown says the server waits out the cool-down on its clock
-	// (acemqtest counts that wait as asleep).
-	CoolingDown bool
+	// (acemqtest counts that wait as asleep), and Switching that it is
+	// cancelling the queue's consumer or consuming the queue again for the
+	// breaker (CoolingDown is part of that).
+	CoolingDown, Switching bool
 }
 
 // Breakers returns the breakers of the Run under way, by queue, in the
@@ -86,7 +88,7 @@ func (s *Server) Breakers() []BreakerStatus {
 	for _, b := range e.Breakers() {
 		st := b.Status
 		out = append(out, BreakerStatus{Queue: b.Queue, State: st.State.String(), Since: st.Since, Until: st.Until, Why: st.Why,
-			Outcomes: st.Outcomes, Failures: st.Failures, CoolingDown: b.Sleeping})
+			Outcomes: st.Outcomes, Failures: st.Failures, CoolingDown: b.Sleeping, Switching: b.Switching})
 	}
 	return out
 }

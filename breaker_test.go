@@ -62,8 +62,11 @@ func quiet(t *testing.T, f *fixture, w *warehouse, q string) {
 	polltest.Eventually(t, "the run asleep on the clock", func() bool {
 		cooling := 0
 		for _, st := range f.srv.Breakers() {
-			if st.CoolingDown {
+			switch {
+			case st.CoolingDown:
 				cooling++
+			case st.Switching: // cancelling or consuming again: not asleep yet
+				return false
 			}
 		}
 		return w.running.Load() == 0 && f.broker.Unacked(q)+cooling == f.broker.Clock().Pending()

@@ -94,8 +94,11 @@ func (s *Server) busy() string {
 		if b.State == "open" {
 			open++
 		}
-		if b.CoolingDown {
+		switch {
+		case b.CoolingDown:
 			cooling++
+		case b.Switching:
+			return "queue " + b.Queue + ": its consumer is being cancelled or consumed again for its breaker"
 		}
 	}
 	// A server whose every queue's breaker is open is not ready, and quiet:

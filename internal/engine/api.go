@@ -67,9 +67,10 @@ func (e *Engine) Refused() error { return e.refused.check() }
 // BreakerInfo is one queue's breaker as the root's Server.Breakers shows
 // it.
 type BreakerInfo struct {
-	Queue    string
-	Status   flow.Status
-	Sleeping bool // the supervisor waits out its cool-down on the engine's clock
+	Queue     string
+	Status    flow.Status
+	Sleeping  bool // the supervisor waits out its cool-down on the engine's clock
+	Switching bool // the consumer is being cancelled or consumed again for it
 }
 
 // Breakers are the run's breakers, in the order of its queues.
@@ -77,7 +78,7 @@ func (e *Engine) Breakers() []BreakerInfo {
 	var out []BreakerInfo
 	for _, c := range e.consumers {
 		if b := c.q.breaker; b != nil {
-			out = append(out, BreakerInfo{Queue: c.q.name, Status: b.Status(), Sleeping: c.coolingDown.Load()})
+			out = append(out, BreakerInfo{Queue: c.q.name, Status: b.Status(), Sleeping: c.coolingDown.Load(), Switching: c.switched()})
 		}
 	}
 	return out

@@ -93,10 +93,10 @@ func (e *Engine) Run(ctx context.Context, resolve func() ([]Queue, error)) error
 		c.consuming.Store(true)
 		c.start()
 	}
+	e.logStarted(queues) // before Ready: a caller told Run is ready finds the line written
 	if e.cfg.Ready != nil {
 		e.cfg.Ready()
 	}
-	e.logStarted(queues)
 	started := time.Now()
 	defer e.watchHandlers()() // after the drain, when no handler of the engine's runs
 	var failure error
