@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,8 +24,7 @@ import (
 
 // Environment of a TestHelperBreakerConsumer process.
 const (
-	envBreakerChild = "ACEMQ_FAULTS_BREAKER_CHILD" // "breaker" or "ladder": with the queue's breaker or without
-	envDependency   = "ACEMQ_FAULTS_DEPENDENCY"    // the file that, while it exists, says the dependency is down
+	envDependency = "ACEMQ_FAULTS_DEPENDENCY" // the file that, while it exists, says the dependency is down
 )
 
 // errDependencyDown is what a handler answers while the dependency is down.
@@ -267,54 +264,23 @@ func breakerOutage(t *testing.T, name string, breaker bool) outageRun {
 	return run
 }
 
-// startBreakerConsumer runs TestHelperBreakerConsumer in a child process
-// consuming queue, with the breaker or without; it is killed at the end of
-// the test, and its output shown if the test failed.
+// startBreakerConsumer runs a consumer process (TestHelperConsumer, mode
+// "breaker" or "ladder": runBreakerConsumer) on queue, with the breaker or
+// without.
 func startBreakerConsumer(t *testing.T, url, queue, ledgerPath, dependency string, breaker bool) *child {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "consumer.out")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	mode := "ladder"
 	if breaker {
 		mode = "breaker"
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBreakerConsumer$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envBreakerChild+"="+mode, envURL+"="+url, envQueue+"="+queue,
-		envLedger+"="+ledgerPath, envDependency+"="+dependency)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan error, 1), out: out}
-	go func() { c.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		c.done <- <-c.done
-		if t.Failed() {
-			b, _ := os.ReadFile(out)
-			t.Logf("consumer %d output:\n%s", cmd.Process.Pid, tail(string(b), 60))
-		}
-	})
-	return c
+	return startConsumer(t, mode, url, queue, envLedger+"="+ledgerPath, envDependency+"="+dependency)
 }
 
-// TestHelperBreakerConsumer is not a test: it is a consumer process of
-// TestFaultBreakerOutage, and returns at once unless started as one. Its
-// handler follows each message's script (ledgerHandler), except that a
+// runBreakerConsumer is the consumer process of TestFaultBreakerOutage
+// (TestHelperConsumer's modes breaker and ladder). Its handler follows each message's script (ledgerHandler), except that a
 // message whose script is to be accepted fails with errDependencyDown,
 // written "fail <id> <attempt>" to the ledger, while the dependency file exists.
-func TestHelperBreakerConsumer(t *testing.T) {
-	mode := os.Getenv(envBreakerChild)
-	if mode == "" {
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
+func runBreakerConsumer(t *testing.T, ctx context.Context, breaker bool) {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.InfoLevel))
 	tr := dial(t, os.Getenv(envURL), log)
 	path := os.Getenv(envLedger)
@@ -344,7 +310,7 @@ func TestHelperBreakerConsumer(t *testing.T) {
 		return scripted.ServeMessage(ctx, m)
 	}))
 	cfg := acemq.QueueConfig{Concurrency: 4, Prefetch: 8}
-	if mode == "breaker" {
+	if breaker {
 		cfg.Breaker = outageBreaker()
 	}
 	srv := &acemq.Server{Transport: tr, Handler: mux, Retry: outagePolicy(), Logger: log, PublishTimeout: 5 * time.Second,
