@@ -86,7 +86,9 @@ func (a *app) tlsConfig(fs *flag.FlagSet) (*tls.Config, error) {
 // about it. A broker that requires a client certificate (RabbitMQ's
 // ssl_options.fail_if_no_peer_cert) and gets none ends the handshake with
 // an alert, or, as Go's TLS 1.3 client sees it, by closing the connection
-// right after: "connection reset by peer" or EOF.
+// right after: "connection reset by peer" or EOF, or, when amqp091-go had
+// begun the AMQP handshake by then, its ErrClosed ("channel/connection is
+// not open", seen on a loaded machine).
 func (a *app) explainTLS(fs *flag.FlagSet, err error) error {
 	msg := err.Error()
 	has := func(parts ...string) bool {
@@ -102,7 +104,7 @@ func (a *app) explainTLS(fs *flag.FlagSet, err error) error {
 		return fmt.Errorf("%w (give the CA that signed the broker's certificate with --tls-ca or $%s)", err, EnvTLSCA)
 	case has("certificate is valid for", "certificate is not valid for"):
 		return fmt.Errorf("%w (give the name the certificate carries with --tls-server-name or $%s)", err, EnvTLSServerName)
-	case a.tlsInUse(fs).cert == "" && has("connection reset by peer", "EOF", "certificate required", "bad certificate", "handshake failure", "broken pipe"):
+	case a.tlsInUse(fs).cert == "" && has("connection reset by peer", "EOF", "certificate required", "bad certificate", "handshake failure", "broken pipe", "channel/connection is not open"):
 		return fmt.Errorf("%w (the broker may require a client certificate: give --tls-cert and --tls-key, or $%s and $%s)", err, EnvTLSCert, EnvTLSKey)
 	}
 	return err
