@@ -229,6 +229,9 @@ func (b *Breaker) Status() Status {
 // It remembers the last [OutageMemory] outages; time held in older ones
 // is not counted.
 func (b *Breaker) Held(t time.Time) time.Duration {
+	if b.word.Load()>>2 == 0 { // never changed: never held, and no lock on the hot path
+		return 0
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.held.since(t, b.now())
