@@ -126,6 +126,18 @@ func TestLogLinesAboutAMessage(t *testing.T) {
 	delivered(6)
 	f.eventually("both given up on", func() bool { return f.logs.FilterMessage("acemq: message given up on").Len() == 2 })
 
+	// A broker wait's line is written by the original's worker once its
+	// copy is confirmed, which a loaded machine can leave behind the copy's
+	// next delivery, and so behind the give-ups: wait for all five of o-1.
+	f.eventually("o-1's five retry and snooze lines", func() bool {
+		n := 0
+		for _, e := range f.logs.All() {
+			if e.ContextMap()["id"] == "o-1" && (e.Message == "acemq: retry scheduled" || e.Message == "acemq: snoozed") {
+				n++
+			}
+		}
+		return n == 5
+	})
 	entries := f.logs.All()
 	for _, e := range entries {
 		m := e.ContextMap()
