@@ -243,11 +243,13 @@ func TestStopFinishesTheBatchInHand(t *testing.T) {
 			t.Fatal(err)
 		}
 		left := f.rows(t)
-		time.Sleep(100 * time.Millisecond)
-		got, _ := c.snapshot()
-		if left == 0 || left == n || int64(len(got))+left != n {
-			t.Fatalf("after the stop %d delivered and %d rows left, of %d; want the started ones delivered and deleted, the rest left", len(got), left, n)
+		if left == 0 || left == n {
+			t.Fatalf("after the stop %d rows left, of %d; want the started ones deleted, the rest left", left, n)
 		}
+		// The deleted rows were confirmed by the broker; their deliveries
+		// reach the collector when the machine gets to them. Any extra one
+		// shows up in the count at the end.
+		c.wait(t, n-int(left), 10*time.Second)
 		var failed int
 		if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+f.o.Table()+" WHERE attempts > 0").Scan(&failed); err != nil || failed != 0 {
 			t.Errorf("%d rows count a failed attempt (%v); a stop is not a failure", failed, err)
