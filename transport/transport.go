@@ -182,7 +182,16 @@ type Exchange struct {
 type Queue struct {
 	Name    string
 	Durable bool
-	Args    map[string]any // x-message-ttl, x-dead-letter-exchange, x-queue-type, ...
+	// Exclusive queues belong to the connection that declared them and go
+	// with it: no other connection may declare, inspect, consume from or
+	// delete one (ErrResourceLocked), though anyone may publish to it. A
+	// transport does not declare one again after a reconnect: its owner
+	// does, if it still wants it. The owner is the connection Declare and
+	// Inspect use; a transport that consumes on connections of their own
+	// (the amqp transport's WithConnectionPerConsumer) cannot consume
+	// from it.
+	Exclusive bool
+	Args      map[string]any // x-message-ttl, x-dead-letter-exchange, x-queue-type, ...
 }
 
 // Binding binds Queue to Exchange with Key.
@@ -215,6 +224,14 @@ type QueueInfo struct {
 	Name      string
 	Messages  int // ready messages
 	Consumers int
+}
+
+// QueueDeleter is implemented by transports that can delete a queue
+// (queue.delete): its messages go with it, and its consumers are
+// cancelled. A queue that is not there is no error; another connection's
+// exclusive queue is ErrResourceLocked.
+type QueueDeleter interface {
+	DeleteQueue(ctx context.Context, queue string) error
 }
 
 // Clock tells time. The memory transport's virtual clock implements it, so
@@ -252,6 +269,7 @@ var (
 	ErrNotFound           = errors.New("acemq: not found")               // 404: queue or exchange missing
 	ErrPreconditionFailed = errors.New("acemq: precondition failed")     // 406: inequivalent redeclare
 	ErrAccessRefused      = errors.New("acemq: access refused")          // 403: no permission
+	ErrResourceLocked     = errors.New("acemq: resource locked")         // 405: another connection's exclusive queue
 	ErrNacked             = errors.New("acemq: publish nacked")          // the broker refused the message
 	ErrUnconfirmed        = errors.New("acemq: publish outcome unknown") // no confirm came
 	ErrBlocked            = errors.New("acemq: connection blocked by the broker")

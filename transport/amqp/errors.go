@@ -14,6 +14,7 @@ import (
 const (
 	codeAccessRefused      = 403
 	codeNotFound           = 404
+	codeResourceLocked     = 405
 	codePreconditionFailed = 406
 )
 
@@ -42,6 +43,8 @@ func classify(err error) error {
 		sentinel = transport.ErrPreconditionFailed
 	case codeAccessRefused:
 		sentinel = transport.ErrAccessRefused
+	case codeResourceLocked:
+		sentinel = transport.ErrResourceLocked
 	case codeNotAllowed: // connection.open refused for good (Classify: not for now)
 		sentinel = transport.ErrAccessRefused
 		if amqpconn.Classify(err).Cause == amqpconn.CauseVhostNotFound {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/acemq/acemq/internal/amqpconn"
@@ -45,8 +46,17 @@ func (tp *topologies) declare(ctx context.Context, conn *amqpconn.Conn, top tran
 	}
 }
 
-// remember keeps top for replay unless an equal topology already is.
+// remember keeps top for replay unless an equal topology already is. An
+// exclusive queue is not kept: it went with the connection that owned it,
+// and its owner declares it again if it still wants it (one replayed after
+// its owner deleted it would stand for something no longer true).
 func (tp *topologies) remember(top transport.Topology) {
+	if slices.ContainsFunc(top.Queues, func(q transport.Queue) bool { return q.Exclusive }) {
+		top.Queues = slices.DeleteFunc(slices.Clone(top.Queues), func(q transport.Queue) bool { return q.Exclusive })
+		if len(top.Exchanges)+len(top.Queues)+len(top.Bindings)+len(top.ExchangeBindings) == 0 {
+			return
+		}
+	}
 	for _, d := range tp.done {
 		if reflect.DeepEqual(d, top) {
 			return
@@ -94,7 +104,7 @@ func applyTopology(c *amqp.Connection, top transport.Topology) error {
 		if err != nil {
 			return fmt.Errorf("acemq: declare queue %q: argument %w", q.Name, err)
 		}
-		if _, err := ch.QueueDeclare(q.Name, q.Durable, false, false, false, args); err != nil {
+		if _, err := ch.QueueDeclare(q.Name, q.Durable, false, q.Exclusive, false, args); err != nil {
 			return fmt.Errorf("acemq: declare queue %q: %w", q.Name, classify(err))
 		}
 	}
@@ -110,3 +120,4 @@ func applyTopology(c *amqp.Connection, top transport.Topology) error {
 	}
 	return nil
 }
+

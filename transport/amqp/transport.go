@@ -98,6 +98,8 @@ func (t *Transport) Declare(ctx context.Context, top transport.Topology) error {
 	return t.topo.declare(ctx, t.consume, top)
 }
 
+var _ transport.QueueDeleter = (*Transport)(nil)
+
 // BrokerVersion returns the product and version the broker announced when
 // the connection opened ("RabbitMQ", "3.10.8").
 func (t *Transport) BrokerVersion(ctx context.Context) (product, version string, err error) {

@@ -50,7 +50,7 @@ func (c *Conn) Declare(ctx context.Context, t transport.Topology) error {
 	if c.closed {
 		return transport.ErrClosed
 	}
-	return c.b.declare(t)
+	return c.b.declare(t, c)
 }
 
 // Inspect reports a queue's ready messages and consumers; a missing queue
@@ -64,7 +64,7 @@ func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, 
 	if c.closed {
 		return transport.QueueInfo{}, transport.ErrClosed
 	}
-	q, err := c.b.lookup(queue)
+	q, err := c.b.lookupFor(c, queue)
 	if err != nil {
 		return transport.QueueInfo{}, err
 	}
@@ -191,7 +191,7 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 	if c.closed {
 		return nil, transport.ErrClosed
 	}
-	q, err := b.lookup(queue)
+	q, err := b.lookupFor(c, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (c *Conn) Get(ctx context.Context, queue string) (transport.Delivery, bool,
 	if c.closed {
 		return transport.Delivery{}, false, transport.ErrClosed
 	}
-	q, err := b.lookup(queue)
+	q, err := b.lookupFor(c, queue)
 	if err != nil {
 		return transport.Delivery{}, false, err
 	}
@@ -268,6 +268,11 @@ func (b *Broker) closeConn(c *Conn) {
 	}
 	c.subs = nil
 	b.giveBack(c.gets.takeAll())
+	for _, q := range b.queues {
+		if q.owner == c {
+			b.deleteQueue(q) // exclusive.go
+		}
+	}
 }
 
 // giveBack requeues given-back deliveries to their queues.

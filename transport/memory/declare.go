@@ -51,14 +51,14 @@ var (
 
 // declare applies t in order and stops at the first refusal; each
 // declaration is atomic, and a refusal changes nothing else.
-func (b *Broker) declare(t transport.Topology) error {
+func (b *Broker) declare(t transport.Topology, c *Conn) error {
 	for _, x := range t.Exchanges {
 		if err := b.declareExchange(x); err != nil {
 			return err
 		}
 	}
 	for _, q := range t.Queues {
-		if err := b.declareQueue(q); err != nil {
+		if err := b.declareQueue(q, c); err != nil {
 			return err
 		}
 	}
@@ -138,7 +138,7 @@ func (b *Broker) declareExchange(d transport.Exchange) error {
 	return nil
 }
 
-func (b *Broker) declareQueue(d transport.Queue) error {
+func (b *Broker) declareQueue(d transport.Queue, c *Conn) error {
 	switch {
 	case d.Name == "":
 		return errors.New("memory: a queue needs a name (server-named queues are not supported)")
@@ -154,6 +154,9 @@ func (b *Broker) declareQueue(d transport.Queue) error {
 		return err
 	}
 	if q := b.queues[d.Name]; q != nil {
+		if q.owner != ownerOf(d, c) {
+			return locked(q) // exclusive.go
+		}
 		if q.durable != d.Durable {
 			return inequivalent("durable", "queue", d.Name, quote(d.Durable), quote(q.durable))
 		}
@@ -171,7 +174,7 @@ func (b *Broker) declareQueue(d transport.Queue) error {
 	if parsed.quorum && !d.Durable {
 		return fmt.Errorf("%w: invalid property 'non-durable' for queue '%s'", transport.ErrPreconditionFailed, d.Name)
 	}
-	q := &queue{b: b, name: d.Name, durable: d.Durable, args: args, queueArgs: parsed}
+	q := &queue{b: b, name: d.Name, durable: d.Durable, owner: ownerOf(d, c), args: args, queueArgs: parsed}
 	q.self = []*queue{q}
 	b.queues[d.Name] = q
 	return nil

@@ -21,6 +21,9 @@ func (c *Conn) DeleteQueue(ctx context.Context, queue string) error {
 		return transport.ErrClosed
 	}
 	if q := b.queues[queue]; q != nil {
+		if err := lockedFrom(c, q); err != nil {
+			return err
+		}
 		b.deleteQueue(q)
 	}
 	return nil

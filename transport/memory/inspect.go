@@ -110,7 +110,7 @@ func (b *Broker) Queue(name string) (transport.Queue, bool) {
 	if q == nil {
 		return transport.Queue{}, false
 	}
-	return transport.Queue{Name: q.name, Durable: q.durable, Args: copyTable(q.args, 0)}, true
+	return transport.Queue{Name: q.name, Durable: q.durable, Exclusive: q.owner != nil, Args: copyTable(q.args, 0)}, true
 }
 
 // Exchange returns the declaration of an exchange and whether it exists.

@@ -13,6 +13,7 @@ type queue struct {
 	self    []*queue // []*queue{q}: the default exchange's route, without allocating
 	name    string
 	durable bool
+	owner   *Conn          // an exclusive queue's connection (exclusive.go), nil for the others
 	args    map[string]any // as declared, normalized
 	queueArgs
 

@@ -1,7 +1,6 @@
 package transporttest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,9 +14,7 @@ import (
 // QueueDeleter is a transport that can delete a queue (queue.delete), as
 // both of ours can. The cases that delete a queue under a consumer need
 // it, and skip on a transport without it, saying so (outside CI).
-type QueueDeleter interface {
-	DeleteQueue(ctx context.Context, queue string) error
-}
+type QueueDeleter = transport.QueueDeleter
 
 // testQueueDeleted: a queue deleted under a consumer cancels it, as
 // RabbitMQ's basic.cancel does: Deliveries closes and Err says

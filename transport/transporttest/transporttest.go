@@ -113,6 +113,8 @@ var cases = []testCase{
 	{"Inspect", testInspect},
 	{"ConsumeMissingQueue", testConsumeMissing},
 	{"Closed", testClosed},
+	// exclusive.go
+	{"ExclusiveQueue", testExclusiveQueue},
 	// delay.go
 	{"DelayWalk", testDelayWalk},
 	{"DelayUndeliverable", testDelayUndeliverable},
