@@ -44,7 +44,14 @@ type mgmtQueue struct {
 	// them in messages too. Absent for classic queues.
 	DeadLettering *int `json:"messages_dlx"`
 	Consumers     *int `json:"consumers"`
-	Stats         *struct {
+	// Arguments are the queue's declaration arguments, which a breaker
+	// marker (Q.breaker.<instance>) carries its state in; raw, as an
+	// older broker writes none as [] rather than {} (see markerOf).
+	Arguments json.RawMessage `json:"arguments"`
+	// Exclusive: the queue goes with the connection that declared it, as
+	// a breaker marker does.
+	Exclusive bool `json:"exclusive"`
+	Stats     *struct {
 		Publish    *mgmtRate `json:"publish_details"`
 		DeliverGet *mgmtRate `json:"deliver_get_details"`
 	} `json:"message_stats"`

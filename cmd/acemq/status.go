@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,6 +26,11 @@ const (
 	roleRung          = "rung"
 	roleDelayLevel    = "delay level"
 	roleUndeliverable = "undeliverable"
+	// roleBreaker is a breaker marker (Q.breaker.<instance>, breaker_mark.go):
+	// its arguments make it one, not its name, so classify, which reads
+	// names, never says it; fromManagement does. A marker is no row of
+	// its own: it is its queue's service's Breakers.
+	roleBreaker = "breaker marker"
 )
 
 // queueStat is one queue as status shows it. What the source does not
@@ -52,12 +58,16 @@ type queueStat struct {
 	PublishRate   *float64 `json:"publish_per_second,omitempty"`
 	DeliverRate   *float64 `json:"deliver_per_second,omitempty"`
 	rungWait      time.Duration
+	breaker       *breakerMark // the marker's state, when the queue is a breaker marker
 }
 
 // service is a work queue and what acemq declares beside it.
 type service struct {
 	Queue  string      `json:"queue"`
 	Queues []queueStat `json:"queues"` // Q first, then Q.dlq, Q.parked, the rungs by wait
+	// Breakers are Q's circuit breakers that are not closed, one per
+	// server instance, by instance, from their markers.
+	Breakers []breakerMark `json:"breakers,omitempty"`
 }
 
 type statusOut struct {
@@ -83,6 +93,9 @@ func (a *app) status(args []string) int {
 (a queue with Q.dlq or Q.parked beside it), then Q.dlq, Q.parked and its
 rungs (Q.retry.<delay>), and the delay queues (acemq.delay.v1.*): messages,
 ready and unacked, consumers, and publish and deliver rates.
+A circuit breaker open or half-open on a server instance (its marker queue
+Q.breaker.<instance>, seen only through the management API) is shown under
+its queue with since when, when it probes again, and why.
 
 AMQP cannot list queues; RabbitMQ's management plugin can, and status reads
 its HTTP API (GET /api/queues/{vhost}) at --management, by default the
@@ -126,12 +139,7 @@ Example:
 	listed, err := mc.queues(a.ctx, uri.Vhost)
 	if err == nil {
 		out.Source = "management API"
-		stats := make([]queueStat, 0, len(listed))
-		for _, q := range listed {
-			stats = append(stats, fromManagement(q))
-		}
-		out.Services, out.Delays, out.Other = group(stats, queues)
-		out.Services = withMissing(out.Services, queues)
+		out.Services, out.Delays, out.Other = a.fromListing(listed, queues)
 		return a.printStatus(out, *asJSON)
 	}
 	if a.ctx.Err() != nil {
@@ -164,12 +172,31 @@ Example:
 	return a.printStatus(out, *asJSON)
 }
 
-// unseenByDeclare is what a passive declare cannot count.
-const unseenByDeclare = "unacked messages and messages waiting to be dead-lettered (a quorum queue's messages_dlx) cannot be seen without the management API: a queue with 0 ready may still hold messages"
+// unseenByDeclare is what a passive declare cannot see.
+const unseenByDeclare = "unacked messages and messages waiting to be dead-lettered (a quorum queue's messages_dlx) cannot be seen without the management API: a queue with 0 ready may still hold messages; " +
+	"nor can circuit breaker markers (exclusive queues): an open breaker is not shown"
+
+// fromListing is the management API's listing as services, delay queues
+// and other queues, with only's services (all when it is empty) and those
+// named and not there shown missing; breakers' reasons redacted.
+func (a *app) fromListing(listed []mgmtQueue, only []string) ([]service, []queueStat, []string) {
+	stats := make([]queueStat, 0, len(listed))
+	for _, q := range listed {
+		stats = append(stats, fromManagement(q))
+	}
+	services, delays, other := group(stats, only)
+	services = withMissing(services, only)
+	redactBreakers(services, a.redact)
+	return services, delays, other
+}
 
 func fromManagement(q mgmtQueue) queueStat {
 	s := queueStat{Name: q.Name, Type: q.Type, State: q.State, NotSampledYet: !q.sampled(),
 		Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, DeadLettering: q.DeadLettering, Consumers: q.Consumers}
+	if m, ok := markerOf(q); ok {
+		s.Role, s.breaker = roleBreaker, &m
+		return s
+	}
 	if s.DeadLettering == nil && q.Type == "classic" && q.sampled() {
 		zero := 0 // a classic queue dead-letters at most once: it holds nothing back
 		s.DeadLettering = &zero
@@ -265,13 +292,19 @@ func classify(name string) (queue, role string, wait time.Duration) {
 }
 
 // group sorts queues into services (a work queue with a .dlq or .parked
-// beside it, or a .dlq, .parked or rung whose work queue is missing), the
-// delay queues, and the others. With only, just the services of the
-// queues it names.
+// beside it, or a .dlq, .parked or rung whose work queue is missing, or a
+// queue with a breaker marker), the delay queues, and the others. With
+// only, just the services of the queues it names. A breaker marker is no
+// row: it is its queue's service's Breakers, and a service of a queue the
+// listing has nothing else of shows Q, Q.dlq and Q.parked missing.
 func group(queues []queueStat, only []string) ([]service, []queueStat, []string) {
 	present := map[string]bool{}
+	breakers := map[string][]breakerMark{}
 	for _, q := range queues {
-		if !q.Missing {
+		switch {
+		case q.breaker != nil:
+			breakers[q.breaker.queue] = append(breakers[q.breaker.queue], *q.breaker)
+		case !q.Missing:
 			present[q.Name] = true
 		}
 	}
@@ -279,13 +312,16 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 	var delays []queueStat
 	var other []string
 	for _, q := range queues {
+		if q.breaker != nil {
+			continue
+		}
 		owner, role, wait := classify(q.Name)
 		q.Role, q.rungWait = role, wait
 		switch {
 		case role == roleDelayLevel || role == roleUndeliverable:
 			delays = append(delays, q)
 			continue
-		case role == roleWork && !present[acemq.DeadLetterQueue(q.Name)] && !present[acemq.ParkedQueue(q.Name)] && !hasFamily(queues, q.Name):
+		case role == roleWork && !present[acemq.DeadLetterQueue(q.Name)] && !present[acemq.ParkedQueue(q.Name)] && !hasFamily(queues, q.Name) && breakers[q.Name] == nil:
 			other = append(other, q.Name)
 			continue
 		}
@@ -295,6 +331,17 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 			byQueue[owner] = s
 		}
 		s.Queues = append(s.Queues, q)
+	}
+	for owner, marks := range breakers {
+		s := byQueue[owner]
+		if s == nil {
+			s = &missingService(owner)[0]
+			byQueue[owner] = s
+		}
+		slices.SortFunc(marks, func(a, b breakerMark) int {
+			return cmp.Or(strings.Compare(a.Instance, b.Instance), strings.Compare(a.Marker, b.Marker))
+		})
+		s.Breakers = marks
 	}
 	var services []service
 	for name, s := range byQueue {
@@ -334,14 +381,21 @@ func withMissing(services []service, named []string) []service {
 		if q == "" || slices.ContainsFunc(services, func(s service) bool { return s.Queue == q }) || role == roleDelayLevel || role == roleUndeliverable {
 			continue
 		}
-		services = append(services, service{Queue: q, Queues: []queueStat{
-			{Name: q, Role: roleWork, Missing: true},
-			{Name: acemq.DeadLetterQueue(q), Role: roleDLQ, Missing: true},
-			{Name: acemq.ParkedQueue(q), Role: roleParked, Missing: true},
-		}})
+		services = append(services, missingService(q)...)
 	}
 	slices.SortFunc(services, func(a, b service) int { return strings.Compare(a.Queue, b.Queue) })
 	return services
+}
+
+// missingService is the service of queue when none of its family is
+// there: Q, Q.dlq and Q.parked, missing; one element, so that a caller
+// may append it or take its address.
+func missingService(queue string) []service {
+	return []service{{Queue: queue, Queues: []queueStat{
+		{Name: queue, Role: roleWork, Missing: true},
+		{Name: acemq.DeadLetterQueue(queue), Role: roleDLQ, Missing: true},
+		{Name: acemq.ParkedQueue(queue), Role: roleParked, Missing: true},
+	}}}
 }
 
 // hasFamily reports whether a rung of queue is among queues.
@@ -387,6 +441,7 @@ type statusNotes struct {
 	deadLettering []string // queues holding messages waiting to be dead-lettered
 	held          int
 	unsampled     int
+	breakers      []string // services with a breaker not closed
 }
 
 func (n *statusNotes) add(q queueStat) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -28,6 +29,9 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 	fmt.Fprintf(a.stdout, ": %s", plural(len(out.Services), "service"))
 	if len(out.Other) > 0 {
 		fmt.Fprintf(a.stdout, ", %s not acemq's", plural(len(out.Other), "other queue"))
+	}
+	if n := breakerCount(out.Services); n > 0 {
+		fmt.Fprintf(a.stdout, ", %s not closed", plural(n, "circuit breaker"))
 	}
 	fmt.Fprintln(a.stdout)
 	if len(out.Services) == 0 && len(out.Delays) == 0 {
@@ -57,6 +61,12 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 			}
 			row(indent, q)
 		}
+		for _, m := range s.Breakers {
+			// a row of the table, so that the columns stay aligned; the
+			// text in its last column, which sets no width
+			fmt.Fprintf(tw, "  breaker %s\t\t\t\t\t\t\t\t%s\n", escape.String(orDash(m.Instance)), breakerText(a.now(), m))
+			notes.breakers = appendNew(notes.breakers, escape.String(s.Queue))
+		}
 	}
 	if len(out.Delays) > 0 {
 		t := delayTotal(out.Delays)
@@ -77,6 +87,11 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 }
 
 func (n *statusNotes) print(a *app, out statusOut) {
+	if len(n.breakers) > 0 {
+		fmt.Fprintf(a.stdout, "\nA circuit breaker is not closed on %s: the handlers' dependency is failing, so their consumers stopped taking messages, "+
+			"which wait ready in the queue and spend no attempt; nothing to fix in the broker (half-open: probing with one message at a time).\n",
+			strings.Join(n.breakers, ", "))
+	}
 	if len(n.deadLettering) > 0 {
 		fmt.Fprintf(a.stdout, "\n%s waiting to be dead-lettered on %s: their dead-letter target was full or missing, so the queue keeps them, "+
 			"neither ready nor unacked, and RabbitMQ offers them again about every 3 minutes. Never delete a queue that is not empty by every count.\n",
@@ -89,6 +104,22 @@ func (n *statusNotes) print(a *app, out statusOut) {
 	if out.Unseen != "" {
 		fmt.Fprintf(a.stdout, "\n%s.\n", out.Unseen)
 	}
+}
+
+// breakerCount is how many breakers the services have not closed.
+func breakerCount(services []service) int {
+	n := 0
+	for _, s := range services {
+		n += len(s.Breakers)
+	}
+	return n
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 // waiting reports whether a delay level holds messages, as far as the

@@ -250,7 +250,7 @@ func TestStatusWithoutManagement(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "vhost prod, from the passive declares: 2 services\n") || !strings.Contains(out, "  orders.dlq ") ||
 		!strings.Contains(errOut, "the management plugin is not reachable at http://"+addr) ||
 		!strings.Contains(errOut, "enable it with rabbitmq-plugins enable rabbitmq_management; showing only the queues named") ||
-		!strings.Contains(out, "\nunacked messages and messages waiting to be dead-lettered (a quorum queue's messages_dlx) cannot be seen without the management API: a queue with 0 ready may still hold messages.\n") {
+		!strings.Contains(out, "\nunacked messages and messages waiting to be dead-lettered (a quorum queue's messages_dlx) cannot be seen without the management API: a queue with 0 ready may still hold messages; nor can circuit breaker markers (exclusive queues): an open breaker is not shown.\n") {
 		t.Errorf("status %d\n%s\nstderr: %s", code, out, errOut)
 	}
 	code, out, _ = cli(t, dial, "status", "--url", "amqp://ops:pw@"+addr+"/prod", "--management", "http://"+addr, "--queue", "orders", "--queue", "payments", "--json")

@@ -264,6 +264,20 @@ type webStatus struct {
 	DelayTotal *webDelays
 	DelayRows  []queueStat
 	Triage     map[string]bool
+	Breakers   map[string][]webBreaker // by service: its breakers not closed
+}
+
+// webBreaker is a breaker as the status page shows it under its service,
+// every string from the marker escaped (escape.String) before the
+// template escapes it for HTML.
+type webBreaker struct {
+	Instance string
+	State    string
+	Class    string // open, half-open or unknown
+	When     string // since when, when it probes
+	Why      string
+	Note     string
+	Marker   string
 }
 
 type webDelays struct {
@@ -273,8 +287,12 @@ type webDelays struct {
 }
 
 func (w *webUI) statusPage(out statusOut) webStatus {
-	p := webStatus{statusOut: out, Triage: map[string]bool{}}
+	p := webStatus{statusOut: out, Triage: map[string]bool{}, Breakers: map[string][]webBreaker{}}
 	for _, s := range out.Services {
+		for _, m := range s.Breakers {
+			p.Breakers[s.Queue] = append(p.Breakers[s.Queue], webBreaker{Instance: escape.String(orDash(m.Instance)), State: escape.String(orDash(m.State)),
+				Class: breakerClass(m.State), When: breakerWhen(w.a.now(), m), Why: escape.String(m.Why), Note: escape.String(m.Note), Marker: escape.String(m.Marker)})
+		}
 		for _, q := range s.Queues {
 			p.Triage[q.Name] = !q.Missing && w.readable(q.Name)
 		}
@@ -304,12 +322,7 @@ func (w *webUI) status(rw http.ResponseWriter, r *http.Request) {
 	listed, err := w.cfg.mgmt.queues(a.ctx, w.cfg.vhost)
 	if err == nil {
 		out.Source = "management API"
-		stats := make([]queueStat, 0, len(listed))
-		for _, q := range listed {
-			stats = append(stats, fromManagement(q))
-		}
-		out.Services, out.Delays, out.Other = group(stats, w.cfg.queues)
-		out.Services = withMissing(out.Services, w.cfg.queues)
+		out.Services, out.Delays, out.Other = a.fromListing(listed, w.cfg.queues)
 		w.render(rw, http.StatusOK, "status", "status", w.statusPage(out), "")
 		return
 	}

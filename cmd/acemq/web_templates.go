@@ -50,6 +50,8 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 .group{border:1px solid #ccc;border-radius:4px;padding:.6em 1em;margin:.8em 0}
 .ok{background:#efe;border:1px solid #6a6;padding:.5em}
 .warn{background:#ffd;border:1px solid #cc6;padding:.3em .8em;margin:.5em 0}
+tr.breaker td{background:#fff4f0} .badge{display:inline-block;padding:0 .5em;border-radius:3px;font-weight:600;color:#fff;background:#777}
+.badge.open{background:#c0392b} .badge.half-open{background:#d68910}
 </style></head><body>
 <h1><a href="/">acemq</a> · vhost <code>{{.Vhost}}</code> · {{.Title}}</h1>
 {{if .AllowActions}}<p>Actions allowed, as <b>{{.Operator}}</b>.</p>{{else}}<p class="ro">Read-only: started without --allow-actions.</p>{{end}}
@@ -66,13 +68,15 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 {{range .Services}}{{range $i, $q := .Queues}}
 <tr{{if eq $i 0}} class="svc"{{end}} data-queue="{{esc $q.Name}}">{{template "row" $q}}
 <td>{{if index $.Data.Triage $q.Name}}<a href="/triage?queue={{$q.Name}}&amp;k={{$p.Key}}">triage</a>{{end}}</td>
-</tr>{{end}}{{end}}
+</tr>{{end}}{{range index $.Data.Breakers .Queue}}
+<tr class="breaker" data-breaker="{{.Instance}}" title="marker queue {{.Marker}}"><td colspan="11"><span class="badge {{.Class}}">breaker {{.State}}</span> on <code class="instance">{{.Instance}}</code>{{if .When}} <span class="when">{{.When}}</span>{{end}}{{if .Why}}: <span class="why">{{.Why}}</span>{{end}}{{if .Note}} <span class="ro note">({{.Note}})</span>{{end}}</td></tr>{{end}}{{end}}
 {{if .Delays}}{{with .DelayTotal}}<tr class="svc" id="delays" data-queue="{{.Name}}"><td>{{.Name}}</td><td>delay levels</td>
 <td class="n messages">{{count .Messages}}</td><td class="n ready">{{count .Ready}}</td><td class="n">{{count .Unacked}}</td><td class="n">{{count .DeadLettering}}</td><td class="n">-</td><td class="n">-</td><td class="n">-</td>
 <td id="levels">{{.Levels}}</td><td></td></tr>{{end}}
 {{range .DelayRows}}<tr data-queue="{{esc .Name}}">{{template "row" .}}<td></td></tr>{{end}}{{end}}
 </table>{{end}}
 {{if .Other}}<p>Not acemq's: {{range $i, $n := .Other}}{{if $i}}, {{end}}<code>{{esc $n}}</code>{{end}}</p>{{end}}
+{{if .Breakers}}<p class="warn" id="breakers">A circuit breaker is not closed: the handlers' dependency is failing, so their consumers stopped taking messages, which wait ready in the queue and spend no attempt; nothing to fix in the broker.</p>{{end}}
 {{if .Unseen}}<p class="ro">{{.Unseen}}.</p>{{end}}
 {{end}}{{template "foot" .}}{{end}}
 
