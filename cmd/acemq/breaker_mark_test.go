@@ -224,7 +224,7 @@ orders           40        40     0        -               0          -     -   
   breaker web-1                                                                    half-open since 2026-12-01 07:01:02Z (26h12m ago), probing one message at a time: 12 of the last 20 counted failures
   breaker web-3                                                                    open since 09:01:02Z (12m ago), probes at 09:13:50Z (in 48s): warehouse: dial amqp://ops:xxxxx@rabbit.internal: refused\x1b[2J\norders.dlq  999  999  0  0  0  -  -  running
 
-A circuit breaker is not closed on orders: the handlers' dependency is failing, so their consumers stopped taking messages, which wait ready in the queue and spend no attempt; nothing to fix in the broker (half-open: probing with one message at a time).
+A circuit breaker is not closed on orders: the handlers' dependency is failing, so their consumers stopped taking messages, which wait ready in the queue and spend no attempt; nothing to fix in the broker.
 `
 	if got := stdout.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -93,9 +93,7 @@ func (a *app) status(args []string) int {
 (a queue with Q.dlq or Q.parked beside it), then Q.dlq, Q.parked and its
 rungs (Q.retry.<delay>), and the delay queues (acemq.delay.v1.*): messages,
 ready and unacked, consumers, and publish and deliver rates.
-A circuit breaker open or half-open on a server instance (its marker queue
-Q.breaker.<instance>, seen only through the management API) is shown under
-its queue with since when, when it probes again, and why.
+A breaker open or half-open (its marker Q.breaker.<instance>) shows under Q.
 
 AMQP cannot list queues; RabbitMQ's management plugin can, and status reads
 its HTTP API (GET /api/queues/{vhost}) at --management, by default the

@@ -89,7 +89,7 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 func (n *statusNotes) print(a *app, out statusOut) {
 	if len(n.breakers) > 0 {
 		fmt.Fprintf(a.stdout, "\nA circuit breaker is not closed on %s: the handlers' dependency is failing, so their consumers stopped taking messages, "+
-			"which wait ready in the queue and spend no attempt; nothing to fix in the broker (half-open: probing with one message at a time).\n",
+			"which wait ready in the queue and spend no attempt; nothing to fix in the broker.\n",
 			strings.Join(n.breakers, ", "))
 	}
 	if len(n.deadLettering) > 0 {
