@@ -95,9 +95,8 @@ func (s *Server) Breakers() []BreakerStatus {
 
 // TripBreaker opens queue's breaker now, saying why, as if its handlers'
 // failures had: for tests (acemqtest) and for an operator who knows the
-// dependency is down. ResetBreaker closes it; while it is open that takes
-// effect at the end of its cool-down. Both fail for a queue without a
-// breaker, or before Run.
+// dependency is down. ResetBreaker closes it, and the queue is consumed
+// again at once. Both fail for a queue without a breaker, or before Run.
 func (s *Server) TripBreaker(queue, why string) error {
 	return s.turnBreaker(queue, why, (*engine.Engine).Trip)
 }

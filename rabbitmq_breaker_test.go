@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/retry"
@@ -60,4 +62,50 @@ func TestRabbitBreakerOutage(t *testing.T) {
 	if opened < 1 {
 		t.Error("the breaker never opened")
 	}
+}
+
+// TestRabbitBreakerMarker: on RabbitMQ the open breaker's marker queue
+// stands, exclusive to the server's connection (another connection is
+// refused RESOURCE_LOCKED, which says it is there), and is deleted when
+// the breaker closes.
+func TestRabbitBreakerMarker(t *testing.T) {
+	r := newRabbit(t)
+	q := r.queue()
+	srv := &acemq.Server{Queues: map[string]acemq.QueueConfig{q: {Breaker: &acemq.Breaker{CoolDown: time.Hour}}}}
+	r.serve(r.tr, q, srv, acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack { return ack.Accept() }))
+	name := acemq.BreakerMarker(srv, q)
+	conn, err := amqp.Dial(r.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// passive declares the marker on a channel of its own (a refusal
+	// closes it) and returns the broker's reply code, 0 for none.
+	passive := func() int {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		_, err = ch.QueueDeclarePassive(name, false, false, false, false, nil)
+		var ae *amqp.Error
+		if errors.As(err, &ae) {
+			return ae.Code
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if code := passive(); code != amqp.NotFound {
+		t.Fatalf("before the trip the marker answers %d, want 404", code)
+	}
+	if err := srv.TripBreaker(q, "the warehouse is down"); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("the marker standing, another connection's exclusive queue", func() bool { return passive() == amqp.ResourceLocked })
+	if err := srv.ResetBreaker(q, "back"); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("the marker deleted", func() bool { return passive() == amqp.NotFound })
 }

@@ -84,14 +84,16 @@ func (e *Engine) Breakers() []BreakerInfo {
 	return out
 }
 
+// BreakerMarker is the name of the marker queue this engine keeps for
+// queue's breaker while it is not closed (breaker_marker.go).
+func (e *Engine) BreakerMarker(queue string) string { return markerName(queue, e.instance) }
+
 // ErrNoBreaker is what Trip and Reset return for a queue without one.
 var ErrNoBreaker = errors.New("acemq: the queue has no breaker")
 
 // Trip opens queue's breaker now, for why; Reset closes it. For tests
 // and an operator's endpoint: the queue is cancelled or consumed again as
-// when the breaker itself changes; a Reset while the breaker is open takes
-// effect when its cool-down ends (the wait is on the engine's clock, which
-// a test moves).
+// when the breaker itself changes (a Reset during the cool-down ends it).
 func (e *Engine) Trip(queue, why string) error {
 	return e.turnBreaker(queue, (*flow.Breaker).Trip, why)
 }

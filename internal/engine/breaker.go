@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/flow"
+	"github.com/acemq/acemq/internal/telemetry"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -97,6 +100,9 @@ func (c *consumer) breakerTurned(ev flow.Event) {
 	}
 
 	c.e.inst.breaker.Add(context.Background(), 1, c.q.metrics.with(attribute.String("state", ev.To.String())))
+	c.traceTurn(ev)
+	c.wakeMarker()
+	c.wakeResume()
 	fields := []zap.Field{zap.String("queue", c.q.name), zap.String("from", ev.From.String()), zap.String("to", ev.To.String()), zap.String("why", ev.Why)}
 	switch ev.To {
 	case flow.Open:
@@ -109,6 +115,38 @@ func (c *consumer) breakerTurned(ev flow.Event) {
 		c.e.log.Info("acemq: the queue's breaker closed; the queue is consumed as before", fields...)
 		c.switchSubscription() // from the probes' prefetch to the queue's
 	}
+}
+
+// traceTurn records the change as a span of its own, "breaker Q", which
+// begins and ends at the change: a change is not part of any delivery's
+// work, though one delivery's answer may have made it.
+func (c *consumer) traceTurn(ev flow.Event) {
+	tracer, _ := c.e.tracing()
+	_, span := tracer.Start(context.Background(), "breaker "+c.q.name, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(semconv.MessagingDestinationName(c.q.name), telemetry.AttrBreakerFrom.String(ev.From.String()),
+			telemetry.AttrBreakerTo.String(ev.To.String()), telemetry.AttrBreakerWhy.String(ev.Why)))
+	span.End()
+}
+
+// wakeResume wakes a supervisor waiting out the cool-down, so that a
+// breaker closed (Reset) during it is consumed again at once.
+func (c *consumer) wakeResume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.breakerTurns != nil {
+		close(c.breakerTurns)
+		c.breakerTurns = nil
+	}
+}
+
+// turns is closed at the breaker's next change.
+func (c *consumer) turns() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.breakerTurns == nil {
+		c.breakerTurns = make(chan struct{})
+	}
+	return c.breakerTurns
 }
 
 // switchSubscription cancels the consumer's subscription, once per
@@ -149,6 +187,7 @@ func (c *consumer) switched() bool {
 func (c *consumer) resume() (transport.Subscription, *sync.WaitGroup, error) {
 	b := c.q.breaker
 	for {
+		turned := c.turns() // before the status, so that no change is missed
 		st := b.Status()
 		wait := st.Until.Sub(c.e.clock.Now())
 		if st.State != flow.Open || wait <= 0 {
@@ -157,6 +196,7 @@ func (c *consumer) resume() (transport.Subscription, *sync.WaitGroup, error) {
 		c.coolingDown.Store(true)
 		select {
 		case <-c.e.clock.After(wait):
+		case <-turned:
 		case <-c.e.stop.requested:
 			c.coolingDown.Store(false)
 			return nil, nil, nil

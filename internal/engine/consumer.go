@@ -33,6 +33,12 @@ type consumer struct {
 	// coolingDown is set while the supervisor waits out the breaker's
 	// cool-down on the engine's clock (acemqtest counts that wait).
 	coolingDown atomic.Bool
+	// markerWake asks keepMarker to look at the breaker again; made for a
+	// queue with a breaker (breaker_marker.go).
+	markerWake chan struct{}
+	// breakerTurns is closed, and replaced, at each change of the breaker; made
+	// when first asked for, guarded by mu (breaker.go).
+	breakerTurns chan struct{}
 	// waitCapped says the first in-process wait cut short below the
 	// broker's consumer timeout was logged.
 	waitCapped atomic.Bool

@@ -26,6 +26,7 @@ type Engine struct {
 	shutdownTimeout time.Duration
 	handlerTimeout  time.Duration // <= 0: none
 	cfg             Config
+	instance        string // this engine's id in its breaker markers' names (breaker_marker.go)
 
 	broker     brokerInfo // what the broker said it is, read once by subscribe
 	consumers  []*consumer
@@ -55,6 +56,7 @@ func New(cfg Config) *Engine {
 		handlerTimeout:  cfg.HandlerTimeout,
 		cfg:             cfg,
 		stop:            newStop(),
+		instance:        newInstance(),
 	}
 }
 
@@ -159,6 +161,10 @@ func (e *Engine) subscribe(ctx context.Context, queues []*queueRun) error {
 		c := &consumer{e: e, q: q}
 		c.consumeOn(sub)
 		e.consumers = append(e.consumers, c)
+		if q.breaker != nil {
+			c.markerWake = make(chan struct{}, 1)
+			e.spawn(c.keepMarker)
+		}
 	}
 	if delays {
 		e.spawn(func() { e.redeliverDue(queues) })

@@ -14,6 +14,9 @@ const (
 	AttrWait        = attribute.Key("acemq.wait")        // how long, in seconds
 	AttrReason      = attribute.Key("acemq.reason")      // x-acemq-error of a give-up
 	AttrReplayFrom  = attribute.Key("acemq.replay.from") // the queue a replayed copy was taken from
+	AttrBreakerFrom = attribute.Key("acemq.breaker.from") // a breaker change's span: the state it left
+	AttrBreakerTo   = attribute.Key("acemq.breaker.to")   // and the one it entered
+	AttrBreakerWhy  = attribute.Key("acemq.breaker.why")  // and why
 )
 
 // The family's metric names, exact.
