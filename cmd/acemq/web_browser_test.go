@@ -139,6 +139,7 @@ func TestRabbitMQWebBrowser(t *testing.T) {
 		t.Errorf("%d rows of delay queues, want the total and the undeliverable queue (no level holds a message)", rows)
 	}
 	screenshot(t, ctx, dir, "status.png")
+	browseBreaker(t, ctx, u, base, q)
 
 	browse(t, ctx, chromedp.Click(chromedp.CSS(`tr[data-queue="`+q+`.dlq"] a`)), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
 	groups, nread := read(t, ctx, chromedp.Text(chromedp.CSS(`#groups`))), read(t, ctx, chromedp.Text(chromedp.CSS(`#read`)))
