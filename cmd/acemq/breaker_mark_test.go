@@ -266,3 +266,58 @@ func TestBreakerJSONShape(t *testing.T) {
 		t.Errorf("%s", none.String())
 	}
 }
+
+// TestBreakerMarkersFollowQueue: with --queue, only the services named
+// are shown, their breakers with them, and a named queue the vhost has
+// only a marker of is its service, not missing twice.
+func TestBreakerMarkersFollowQueue(t *testing.T) {
+	t.Parallel()
+	until := breakerUntil
+	stats := statsOf(t, append(slices.Clone(family),
+		markerItem("orders.breaker.w-1", contractArgs("orders", "open", "w-1", "down", breakerSince, &until), true),
+		markerItem("shipping.breaker.w-1", contractArgs("shipping", "open", "w-1", "down", breakerSince, &until), true))...)
+	for _, c := range []struct {
+		only []string
+		want []string // services, each with its breakers' count
+	}{
+		{[]string{"orders.dlq"}, []string{"orders 1"}},
+		{[]string{"shipping"}, []string{"shipping 1"}},
+		{[]string{"shipping", "billing"}, []string{"billing 0", "shipping 1"}},
+		{nil, []string{"orders 1", "shipping 1"}},
+	} {
+		services, _, _ := group(stats, c.only)
+		services = withMissing(services, c.only)
+		var got []string
+		for _, s := range services {
+			got = append(got, fmt.Sprintf("%s %d", s.Queue, len(s.Breakers)))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("--queue %v: %v, want %v", c.only, got, c.want)
+		}
+	}
+}
+
+// TestStatusShowsBreakersFromTheManagementAPI: acemq status itself, on a
+// management API that lists a marker: the breaker is on its service, its
+// why redacted of the command line's password, in the JSON and the table.
+func TestStatusShowsBreakersFromTheManagementAPI(t *testing.T) {
+	t.Parallel()
+	until := breakerUntil
+	canned := "[" + strings.Join(append(slices.Clone(family),
+		markerItem("orders.breaker.w-1", contractArgs("orders", "open", "w-1", "db: dial postgres://ops:pw@db.internal: refused", breakerSince, &until), true)), ",") + "]"
+	srv := managementAPI(t, "prod", canned)
+	code, out, errOut := cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", srv.URL, "--json")
+	var got statusOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("%d %v\n%s%s", code, err, out, errOut)
+	}
+	if len(got.Services) != 1 || len(got.Services[0].Breakers) != 1 || got.Services[0].Breakers[0].Why != "db: dial postgres://ops:xxxxx@db.internal: refused" ||
+		!got.Services[0].Breakers[0].Until.Equal(breakerUntil) || strings.Contains(out, "pw@") {
+		t.Errorf("%s", out)
+	}
+	code, out, _ = cli(t, noBroker, "status", "--url", "amqp://ops:pw@rabbit.internal/prod", "--management", srv.URL)
+	if code != 0 || !strings.Contains(out, "1 circuit breaker not closed\n") || !strings.Contains(out, "\n  breaker w-1  ") ||
+		!strings.Contains(out, " open since ") || !strings.Contains(out, "09:01:02Z (") || strings.Contains(out, "pw@") {
+		t.Errorf("%d\n%s", code, out)
+	}
+}
