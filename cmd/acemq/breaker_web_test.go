@@ -76,7 +76,7 @@ func TestWebStatusShowsABreaker(t *testing.T) {
 		t.Errorf("the breakers are not under orders:\n%s", page)
 	}
 	if strings.Contains(page, "<script>") || strings.Contains(page, "\x1b") || strings.Contains(page, "guest:guest") ||
-		strings.Contains(page, `data-queue="orders.breaker.`) || !strings.Contains(page, `id="breakers"`) {
+		strings.Contains(page, `data-queue="orders.breaker.`) || !strings.Contains(page, `id="breakers"`) || !strings.Contains(page, `<span id="not-closed">2 circuit breakers</span> not closed.`) {
 		t.Errorf("the page:\n%s", page)
 	}
 }

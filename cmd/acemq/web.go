@@ -265,6 +265,7 @@ type webStatus struct {
 	DelayRows  []queueStat
 	Triage     map[string]bool
 	Breakers   map[string][]webBreaker // by service: its breakers not closed
+	NotClosed  string                  // "2 circuit breakers", "" for none
 }
 
 // webBreaker is a breaker as the status page shows it under its service,
@@ -288,6 +289,9 @@ type webDelays struct {
 
 func (w *webUI) statusPage(out statusOut) webStatus {
 	p := webStatus{statusOut: out, Triage: map[string]bool{}, Breakers: map[string][]webBreaker{}}
+	if n := breakerCount(out.Services); n > 0 {
+		p.NotClosed = plural(n, "circuit breaker")
+	}
 	for _, s := range out.Services {
 		for _, m := range s.Breakers {
 			p.Breakers[s.Queue] = append(p.Breakers[s.Queue], webBreaker{Instance: escape.String(orDash(m.Instance)), State: escape.String(orDash(m.State)),

@@ -61,7 +61,7 @@ tr.breaker td{background:#fff4f0} .badge{display:inline-block;padding:0 .5em;bor
 {{define "foot"}}</body></html>{{end}}
 
 {{define "status"}}{{template "head" .}}{{$p := .}}{{with .Data}}
-<p id="source">From the {{.Source}}{{if not .ManagementError}} at {{.Management}}{{end}}: <span id="services">{{len .Services}}</span> {{if eq (len .Services) 1}}service{{else}}services{{end}}{{if .Other}}, {{len .Other}} other queues not acemq's{{end}}.</p>
+<p id="source">From the {{.Source}}{{if not .ManagementError}} at {{.Management}}{{end}}: <span id="services">{{len .Services}}</span> {{if eq (len .Services) 1}}service{{else}}services{{end}}{{if .Other}}, {{len .Other}} other queues not acemq's{{end}}{{if .NotClosed}}, <span id="not-closed">{{.NotClosed}}</span> not closed{{end}}.</p>
 {{if .ManagementError}}<p class="err">{{.ManagementError}}</p>{{end}}
 {{if or .Services .Delays}}
 <table id="status"><tr><th>queue</th><th>role</th><th>messages</th><th>ready</th><th>unacked</th><th>dead-lettering</th><th>consumers</th><th>in/s</th><th>out/s</th><th>state</th><th></th></tr>
