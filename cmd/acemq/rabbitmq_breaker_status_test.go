@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap/zaptest"
 
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/internal/polltest"
 )
 
@@ -111,5 +115,71 @@ func TestRabbitMQStatusBreakerMarker(t *testing.T) {
 	}
 	if strings.Contains(out, `"breakers"`) {
 		t.Errorf("%s", out)
+	}
+}
+
+// TestRabbitMQStatusBreakerFromServer: the marker as the library's own
+// server keeps it (not one the test declares): a server whose queue's
+// breaker is tripped shows on that queue's service in acemq status, with
+// the why it was tripped with and the server's instance; once the server
+// has stopped, status no longer shows it.
+func TestRabbitMQStatusBreakerFromServer(t *testing.T) {
+	t.Parallel()
+	u := rabbitVhost(t)
+	q := rabbitQueue()
+	mux := acemq.NewMux()
+	mux.Handle(q, acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack { return ack.Accept() }))
+	srv := &acemq.Server{Transport: rabbitTransport(t, u), Handler: mux, Logger: zaptest.NewLogger(t),
+		Queues: map[string]acemq.QueueConfig{q: {Breaker: &acemq.Breaker{CoolDown: time.Hour}}}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		stopped = true
+		t.Fatalf("Run: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the server was not ready in 60s")
+	}
+	const why = "the warehouse is down for maintenance"
+	if err := srv.TripBreaker(q, why); err != nil {
+		t.Fatal(err)
+	}
+	var got statusOut
+	var out string
+	status := func() []breakerMark {
+		t.Helper()
+		code, stdout, errOut := cli(t, dialRabbitMQ, "status", "--url", u, "--json", "--queue", q)
+		out, got = stdout, statusOut{}
+		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got.Services) != 1 || got.Services[0].Queue != q {
+			t.Fatalf("status: %d %v\n%s%s", code, err, out, errOut)
+		}
+		return got.Services[0].Breakers
+	}
+	if !polltest.UntilEvery(60*time.Second, 500*time.Millisecond, func() bool { return len(status()) == 1 }) {
+		t.Fatalf("status never showed the tripped breaker:\n%s", out)
+	}
+	b := got.Services[0].Breakers[0]
+	if b.State != breakerOpen || b.Why != why || b.Instance == "" || b.Marker != q+".breaker."+b.Instance || b.Note != "" ||
+		b.Since == nil || b.Until == nil || !b.Until.Equal(b.Since.Add(time.Hour)) {
+		t.Errorf("the breaker: %+v\n%s", b, out)
+	}
+	stop()
+	if !polltest.UntilEvery(60*time.Second, 500*time.Millisecond, func() bool { return len(status()) == 0 }) {
+		t.Fatalf("status still shows the breaker after the server stopped:\n%s", out)
 	}
 }
