@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -88,7 +89,7 @@ func markerOf(q mgmtQueue) (breakerMark, bool) {
 			owner, guessed = q.Name[:i], "its queue is taken from its name, which may be cut"
 		}
 		m.queue = owner
-		note(orMissing(problem, argBreakerQueue) + ": " + guessed)
+		note(cmp.Or(problem, argBreakerQueue+" is empty") + ": " + guessed)
 	}
 	m.State, problem = argString(args, argBreakerState)
 	note(problem)
@@ -121,14 +122,6 @@ func markerOf(q mgmtQueue) (breakerMark, bool) {
 	}
 	m.Note = strings.Join(notes, "; ")
 	return m, true
-}
-
-// orMissing is problem, or that key is missing when problem is "".
-func orMissing(problem, key string) string {
-	if problem == "" {
-		return key + " is empty"
-	}
-	return problem
 }
 
 // argString reads a string argument; problem says why it could not be.

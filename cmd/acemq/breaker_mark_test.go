@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/escape"
 )
 
 // breakerNow is the clock the breaker tests print with: 12 minutes after
@@ -320,4 +322,30 @@ func TestStatusShowsBreakersFromTheManagementAPI(t *testing.T) {
 		!strings.Contains(out, " open since ") || !strings.Contains(out, "09:01:02Z (") || strings.Contains(out, "pw@") {
 		t.Errorf("%d\n%s", code, out)
 	}
+}
+
+// FuzzBreakerMarker: whatever arguments a queue has, reading it as a
+// marker never panics, and what the table and the page print of it is
+// safe for a terminal.
+func FuzzBreakerMarker(f *testing.F) {
+	until := breakerUntil
+	f.Add("orders.breaker.w-1", contractArgs("orders", "open", "w-1", "down", breakerSince, &until), true)
+	f.Add("x.breaker.y", `{"x-acemq-breaker-state":null,"x-acemq-breaker-since":-1,"x-acemq-breaker-until":1e400}`, false)
+	f.Add("q", `{"x-acemq-breaker-why":"\u001b[2J\n","x-acemq-breaker-instance":"\u202e"}`, true)
+	f.Add("q", `[]`, true)
+	f.Fuzz(func(t *testing.T, name, args string, exclusive bool) {
+		q := mgmtQueue{Name: name, Arguments: json.RawMessage(args), Exclusive: exclusive}
+		m, ok := markerOf(q)
+		if !ok {
+			return
+		}
+		if m.queue == "" {
+			t.Errorf("a marker of no queue: %+v", m)
+		}
+		for _, s := range []string{breakerText(breakerNow, m), breakerWhen(breakerNow, m)} {
+			if !escape.IsSafe(s) {
+				t.Errorf("unsafe: %q", s)
+			}
+		}
+	})
 }
