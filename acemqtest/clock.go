@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq/internal/serverhook"
 )
 
 // maxSteps bounds RunUntilIdle and Await: a clock that still has a timer
@@ -106,16 +108,28 @@ func (s *Server) busy() string {
 	if err := s.Server.CheckReady(); err != nil && (open == 0 || open < len(s.queues())) {
 		return err.Error()
 	}
+	// Deliveries prefetched beyond workers that all have one in hand, and
+	// those waiting for a throttle's slot, wait without the clock.
+	held, ok := 0, true
+	if e := serverhook.Engine(s.Server); e != nil {
+		held, ok = e.Waiting()
+	}
+	if !ok {
+		return "a delivery prefetched while a worker is free to take it"
+	}
 	unacked := 0
 	for _, q := range s.queues() {
 		unacked += s.Broker.Unacked(q)
 	}
 	// Each message a server holds in the process waiting on the clock is
 	// one unsettled delivery and one After, and so is a handler asleep on
-	// the clock; any other unsettled delivery is being worked on. A
-	// breaker waiting out its cool-down is one After more.
-	if asleep := s.Broker.Clock().Pending() - cooling; unacked != asleep {
-		return fmt.Sprintf("%d messages delivered and not settled, %d asleep on the virtual clock", unacked, asleep)
+	// the clock, or a delivery waiting for a throttle's token, and a
+	// delivery waiting for either holds the ones prefetched behind it
+	// (held); any other
+	// unsettled delivery is being worked on. A breaker waiting out its
+	// cool-down is one After more.
+	if asleep := s.Broker.Clock().Pending() - cooling; unacked-held != asleep {
+		return fmt.Sprintf("%d messages delivered and not settled (%d of them waiting for a throttle without the clock), %d asleep on the virtual clock", unacked, held, asleep)
 	}
 	return ""
 }

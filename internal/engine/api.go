@@ -84,6 +84,36 @@ func (e *Engine) Breakers() []BreakerInfo {
 	return out
 }
 
+// Waiting counts, over every queue, the deliveries the server holds that
+// wait without a wait on the clock of their own: those prefetched beyond
+// workers that all have a delivery in hand, and those whose worker waits
+// for a throttle group's slot. A test on a
+// virtual clock (acemqtest) counts them as waiting, not as work, once
+// every other delivery in hand is asleep on the clock. It reports false
+// while a worker is about to take a prefetched delivery.
+func (e *Engine) Waiting() (held int, ok bool) {
+	seen := map[*throttle]bool{}
+	for _, c := range e.consumers {
+		if sub := c.subscription(); sub != nil {
+			if buffered := len(sub.Deliveries()); buffered > 0 {
+				if c.holding.Load() < int64(len(c.workersNow())) {
+					return 0, false
+				}
+				held += buffered
+			}
+		}
+		for _, t := range c.q.throttles {
+			if seen[t] || t.group == nil {
+				continue
+			}
+			seen[t] = true
+			held += t.group.Waiting() // never beside a free slot: Release hands it on
+
+		}
+	}
+	return held, true
+}
+
 // BreakerMarker is the name of the marker queue this engine keeps for
 // queue's breaker while it is not closed (breaker_marker.go).
 func (e *Engine) BreakerMarker(queue string) string { return markerName(queue, e.instance) }

@@ -36,6 +36,8 @@ type consumer struct {
 	// markerWake asks keepMarker to look at the breaker again; made for a
 	// queue with a breaker (breaker_marker.go).
 	markerWake chan struct{}
+	// holding counts the workers with a delivery in hand (Waiting).
+	holding atomic.Int64
 	// breakerTurns is closed, and replaced, at each change of the breaker; made
 	// when first asked for, guarded by mu (breaker.go).
 	breakerTurns chan struct{}

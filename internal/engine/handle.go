@@ -20,6 +20,8 @@ import (
 func (c *consumer) work(w *worker, sub transport.Subscription) {
 	c.e.overdue.serve(c) // before any delivery: the broker's reports reach the workers
 	c.each(sub, func(d transport.Delivery) bool {
+		c.holding.Add(1)
+		defer c.holding.Add(-1)
 		w.lease.take()
 		if isClosed(c.e.stop.requested) {
 			// Given back while the consumer is still subscribed, it would
@@ -36,7 +38,7 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			return true // its breaker holds the queue: given back, to wait in the broker
 		}
 		if len(c.q.throttles) == 0 {
-			return c.handle(w, d, permit)
+			return c.handle(w, d, permit, nil)
 		}
 		if !c.admit() { // a stop came first; given back as above
 			c.report(permit, ack.Ack{}, false)
@@ -44,8 +46,20 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 			c.end(d, message{}, unstartedOn(w.lease))
 			return true
 		}
-		defer c.release()
-		return c.handle(w, d, permit)
+		// The slots go back as the handler returns, before its settlement:
+		// the group caps handlers, and a slot held while the settlement
+		// publishes a copy would keep the next handler of the group waiting
+		// for the broker. (Handed on before the ack, it also never looks
+		// free to a test on a virtual clock while a delivery waits.)
+		released := false
+		release := func() {
+			if !released {
+				released = true
+				c.release()
+			}
+		}
+		defer release()
+		return c.handle(w, d, permit, release)
 	})
 }
 
@@ -78,7 +92,8 @@ func (c *consumer) each(sub transport.Subscription, f func(transport.Delivery) b
 // over while the handler ran (cutOff): the answer comes too late to count,
 // and the worker is no longer the engine's. A redelivery is first looked
 // at (redelivery): it may be overdue, or its message still running here.
-func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit) bool {
+// handlerDone, if not nil, is called as the handler returns.
+func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit, handlerDone func()) bool {
 	user, env := c.e.cfg.Receive(d, c.e.now)
 	m := message{user: user, env: env}
 	pctx, span := c.startProcess(d, m)
@@ -96,6 +111,9 @@ func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit) bool {
 	}
 	a := c.serve(hctx, m)
 	took := time.Since(began)
+	if handlerDone != nil {
+		handlerDone()
+	}
 	c.e.inst.inFlight.Add(ctx, -1, qm.queueAdd...)
 	answered(span, a)
 	s := settling{ctx: pctx, took: took, ran: true, began: began, lease: w.lease}

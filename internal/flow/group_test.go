@@ -156,3 +156,33 @@ func TestGroupSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupReleaseHandsTheSlotOn: a slot released while someone waits
+// goes to that waiter at once: the group stays full and counts no waiter
+// from the moment of the release, before the waiter has even run, so a
+// test on a virtual clock never sees a free slot beside a waiter.
+func TestGroupReleaseHandsTheSlotOn(t *testing.T) {
+	g, err := flow.NewGroup("ledger", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.TryAcquire() {
+		t.Fatal("the first slot was not free")
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Acquire(context.Background(), nil) }()
+	for g.Waiting() != 1 {
+		runtime.Gosched()
+	}
+	g.Release()
+	if g.InUse() != 1 || g.Waiting() != 0 {
+		t.Fatalf("after the release: %d in use, %d waiting; want the slot handed on (1, 0)", g.InUse(), g.Waiting())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	g.Release()
+	if g.InUse() != 0 {
+		t.Fatalf("%d in use after the last release", g.InUse())
+	}
+}
