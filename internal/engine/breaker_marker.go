@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/internal/flow"
+	"github.com/acemq/acemq/internal/redact"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -42,7 +43,7 @@ func markerFor(queue, instance string, st flow.Status) (transport.Queue, bool) {
 		"x-acemq-breaker-queue":    queue,
 		"x-acemq-breaker-state":    st.State.String(),
 		"x-acemq-breaker-since":    st.Since.UnixMilli(),
-		"x-acemq-breaker-why":      cutUTF8(st.Why, markerWhyMax),
+		"x-acemq-breaker-why":      markerWhy(st.Why),
 		"x-acemq-breaker-instance": instance,
 		"x-max-length":             0,
 		"x-overflow":               "reject-publish",
@@ -52,6 +53,18 @@ func markerFor(queue, instance string, st flow.Status) (transport.Queue, bool) {
 		args["x-acemq-breaker-until"] = st.Until.UnixMilli()
 	}
 	return transport.Queue{Name: markerName(queue, instance), Exclusive: true, Args: args}, true
+}
+
+// markerWhy is why as a marker carries it: whoever can list the broker's
+// queues reads it, so a URL's password in it (a handler's error naming
+// its database) is hidden; and it is cut to markerWhyMax bytes, ending in
+// "…" when cut.
+func markerWhy(why string) string {
+	why = redact.URLsIn(why)
+	if len(why) <= markerWhyMax {
+		return why
+	}
+	return cutUTF8(why, markerWhyMax-len("…")) + "…"
 }
 
 // markerName is Q.breaker.<instance>, cut to AMQP's 255 bytes with a hash

@@ -29,7 +29,10 @@ func TestMarkerFor(t *testing.T) {
 			wantName: "orders.breaker.web-1-ab12", wantWhy: "probing"},
 		{name: "a why over 1 KiB is cut on a rune", queue: "orders",
 			st:       flow.Status{State: flow.Open, Since: since, Until: until, Why: strings.Repeat("é", 600)},
-			wantName: "orders.breaker.web-1-ab12", wantUntil: true, wantWhy: strings.Repeat("é", 512)},
+			wantName: "orders.breaker.web-1-ab12", wantUntil: true, wantWhy: strings.Repeat("é", 510) + "…"},
+		{name: "a URL's password is hidden", queue: "orders",
+			st:       flow.Status{State: flow.Open, Since: since, Until: until, Why: "dial postgres://svc:hunter2@db:5432: refused"},
+			wantName: "orders.breaker.web-1-ab12", wantUntil: true, wantWhy: "dial postgres://svc:xxxxx@db:5432: refused"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
