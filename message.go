@@ -54,6 +54,9 @@ type Message struct {
 	headers map[string]any
 	now     func() time.Time
 	newID   bool // the message carried no id: env.ID was made for this delivery
+	// beforeDeadLetter is what the handler asked to run before a dead
+	// letter (deadletter_hook.go); nil for none.
+	beforeDeadLetter *deadLetterHook
 }
 
 // NewMessage builds the Message a handler would see for a delivery with these

@@ -95,21 +95,22 @@ func (s *Server) resolve(name string) engine.Queue {
 // engineConfig is what the engine of one Run reads of the server.
 func (s *Server) engineConfig() engine.Config {
 	return engine.Config{
-		Transport:       s.Transport,
-		Receive:         receive,
-		Serve:           serveWith(s.Handler),
-		Logger:          logging.Or(s.Logger),
-		Clock:           clockOf(s.Transport, s.Clock),
-		MeterProvider:   s.MeterProvider,
-		TracerProvider:  s.TracerProvider,
-		Propagator:      s.Propagator,
-		PublishTimeout:  s.publishTimeout(),
-		ShutdownTimeout: s.shutdownTimeout(),
-		HandlerTimeout:  s.handlerTimeout(),
-		WaitBound:       DefaultHandlerTimeout,
-		RedeliverEvery:  cmp.Or(s.redeliverEvery, RedeliverEvery),
-		Ready:           s.markReady,
-		Throttles:       s.engineThrottles(),
+		Transport:        s.Transport,
+		Receive:          receive,
+		Serve:            serveWith(s.Handler),
+		BeforeDeadLetter: beforeDeadLetter,
+		Logger:           logging.Or(s.Logger),
+		Clock:            clockOf(s.Transport, s.Clock),
+		MeterProvider:    s.MeterProvider,
+		TracerProvider:   s.TracerProvider,
+		Propagator:       s.Propagator,
+		PublishTimeout:   s.publishTimeout(),
+		ShutdownTimeout:  s.shutdownTimeout(),
+		HandlerTimeout:   s.handlerTimeout(),
+		WaitBound:        DefaultHandlerTimeout,
+		RedeliverEvery:   cmp.Or(s.redeliverEvery, RedeliverEvery),
+		Ready:            s.markReady,
+		Throttles:        s.engineThrottles(),
 	}
 }
 

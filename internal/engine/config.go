@@ -26,6 +26,11 @@ type Config struct {
 	Receive func(d transport.Delivery, now func() time.Time) (msg any, env *wire.Envelope)
 	// Serve calls the handler with a message Receive made.
 	Serve func(ctx context.Context, msg any) ack.Ack
+	// BeforeDeadLetter runs what the handler of msg asked to run before
+	// its dead letter is published (the root's Message.BeforeDeadLetter),
+	// and returns the headers to set on it; nil when nothing was asked
+	// (deadletterhook.go).
+	BeforeDeadLetter func(ctx context.Context, msg any) (map[string]any, error)
 
 	Logger         *zap.Logger // never nil: the root caps it (internal/logging)
 	Clock          transport.Clock

@@ -39,6 +39,17 @@ func (c *consumer) publishOnce(ctx context.Context, m message, d transport.Deliv
 	// of PublishTimeout. The process span stays the parent.
 	pctx, cancel := context.WithTimeout(c.e.handlerCtx, c.e.publishTimeout)
 	defer cancel()
+	if h.to == c.q.deadLetter && c.e.cfg.BeforeDeadLetter != nil {
+		set, err := c.e.cfg.BeforeDeadLetter(trace.ContextWithSpan(pctx, trace.SpanFromContext(ctx)), m.user)
+		if err != nil {
+			return copyHookFailed, err
+		}
+		for k, v := range set {
+			if !wire.IsStamped(k) && !wire.IsBrokerOwned(k) {
+				p.Headers[k] = v
+			}
+		}
+	}
 	tracer, prop := c.e.tracing()
 	pctx, span := telemetry.StartPublish(trace.ContextWithSpan(pctx, trace.SpanFromContext(ctx)), tracer,
 		telemetry.Publish{Exchange: p.Exchange, RoutingKey: p.RoutingKey, ID: m.env.ID, CorrelationID: p.CorrelationID, BodySize: len(p.Body)},

@@ -39,6 +39,7 @@ const (
 	copyForGood                     // the broker refuses every publish until an operator acts (forgood.go)
 	copyStopped                     // not published: the stop ended the pause before it
 	copyTakenBack                   // not published: the broker took the original back during the pause (its consumer_timeout closed the channel)
+	copyHookFailed                  // not published: what the handler asked to run before its dead letter failed (deadletterhook.go)
 )
 
 // pause is what the settlement waits before it publishes the copy (again),
@@ -85,6 +86,7 @@ const (
 	turnStillHeld                 // a held copy is still refused: try again
 	turnStopped                   // the stop ended the pause: give the original back
 	turnTakenBack                 // the broker has the original again: publish nothing, settle nothing
+	turnHookFailed                // what runs before the dead letter failed: hold the original and try both again
 )
 
 // nackRetries is how many times a nacked copy is published again before
@@ -172,6 +174,12 @@ func next(q *queueRun, env wire.Envelope, p plan, r published, err error, blocke
 			t = turnDelaysMissing
 		}
 		return start(p.inProcessInstead(q.name)), t
+	case r == copyHookFailed && !p.holding:
+		// Nothing was published; the dead letter waits for its hook
+		// (a routing slip's compensation hop) as for a refused copy.
+		p.holding, p.tries, p.nacks = true, 0, 0
+		p.pause = pause{d: heldBackoff.Delay(0), kind: pauseHeld}
+		return p, turnHookFailed
 	case p.holding:
 		p.pause = pause{d: heldBackoff.Delay(p.tries), kind: pauseHeld}
 		return p, turnStillHeld

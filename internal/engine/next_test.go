@@ -115,6 +115,17 @@ func TestNext(t *testing.T) {
 					t.Errorf("still held after 3 tries: %+v", p)
 				}
 			}},
+		{name: "before the dead letter, its hook failed (a slip's compensation unplaced): held, even with the queue's own route", q: ownRoute, from: start(dead), r: []published{copyHookFailed},
+			want: turnHookFailed, settle: settleCopy, pause: pauseHeld,
+			check: func(t *testing.T, p plan) {
+				if !p.holding || p.tries != 0 || p.pause.d < 500*time.Millisecond || p.pause.d > time.Second {
+					t.Errorf("held: %+v", p)
+				}
+			}},
+		{name: "held for its hook, the hook fails again: still held", q: plain, from: held(dead), r: []published{copyHookFailed, copyHookFailed},
+			want: turnStillHeld, settle: settleCopy, pause: pauseHeld},
+		{name: "held for its hook, then placed", q: plain, from: held(dead), r: []published{copyHookFailed, copyRouted},
+			want: turnPlaced, settle: settleAck, outcome: outcomeExhausted},
 		{name: "held, then placed (.dlq declared again)", q: plain, from: held(dead), r: []published{copyRouted},
 			want: turnPlaced, settle: settleAck, outcome: outcomeExhausted},
 		{name: "held, then no confirm: given back", q: plain, from: held(dead), r: []published{copyUnknown},
@@ -171,7 +182,7 @@ func TestNextNeverLoopsOnAFailure(t *testing.T) {
 	t.Parallel()
 	q := queueFor("orders", retry.Fixed(3, time.Second))
 	env := wire.Envelope{ID: "m-1", Attempt: 1}
-	for r := copyUnroutable; r <= copyStopped; r++ {
+	for r := copyUnroutable; r <= copyHookFailed; r++ {
 		p := start(giveUp(q.deadLetter, env, "x", "rejected"))
 		for i := range 50 {
 			var tt turn

@@ -58,6 +58,12 @@ func (c *consumer) turned(m message, s settling, was plan, t turn, r published, 
 		c.endSpan(s, outcomeHeld)
 		s.held, s.why, s.heldSince = true, why.why, time.Now()
 		c.e.inst.held.Add(context.Background(), 1, c.heldAttrs(s.copy.to, s.why))
+	case turnHookFailed:
+		c.e.log.Error("acemq: what the handler asked to run before the dead letter failed; the original is held unacknowledged and both are tried again until they succeed",
+			append(c.hopFields(m, was.verdict), zap.Error(err))...)
+		c.endSpan(s, outcomeHeld)
+		s.held, s.why, s.heldSince = true, "before-dead-letter", time.Now()
+		c.e.inst.held.Add(context.Background(), 1, c.heldAttrs(s.copy.to, s.why))
 	case turnStillHeld:
 		if s.tries%10 == 0 {
 			c.e.log.Warn("acemq: a copy is still refused; the original stays held", append(c.hopFields(m, s.verdict),

@@ -36,6 +36,20 @@ const (
 	Snoozes = "x-acemq-snoozes"
 )
 
+// stamped are the contract's headers the library writes on every copy.
+var stamped = [...]string{ID, Attempt, Error, Created, Exchange, RoutingKey, Due, Snoozes}
+
+// IsStamped reports whether key is one of the contract's headers the
+// library writes itself, which nothing else may set on a copy.
+func IsStamped(key string) bool {
+	for _, k := range stamped {
+		if key == k {
+			return true
+		}
+	}
+	return false
+}
+
 // deliveryCount is a quorum queue's count of deliveries, the one header of
 // the broker's that an envelope reads.
 const deliveryCount = "x-delivery-count"
