@@ -9,7 +9,8 @@ import (
 // message (its attempts spent, too old, a fatal error, rejected: what sends
 // it to Q.dlq), before its dead letter is published. It is where work that
 // must happen once a message is given up on, and never without it, goes:
-// package slip starts a routing slip's compensation there. f returns the
+// package slip starts a routing slip's compensation there. f is given the
+// dead letter's reason (its x-acemq-error) and returns the
 // headers to set on the dead letter (the library's own are written after,
 // and win); nil sets none.
 //
@@ -25,27 +26,27 @@ import (
 // Call it from the handler or a middleware while it runs; the last call
 // wins. f runs after the handler returned, under a context that ends with
 // the server's publish timeout or its shutdown deadline.
-func (m *Message) BeforeDeadLetter(f func(ctx context.Context) (map[string]any, error)) {
+func (m *Message) BeforeDeadLetter(f func(ctx context.Context, reason string) (map[string]any, error)) {
 	m.beforeDeadLetter = &deadLetterHook{run: f}
 }
 
 // deadLetterHook is what BeforeDeadLetter asked, and whether it ran.
 type deadLetterHook struct {
-	run  func(ctx context.Context) (map[string]any, error)
+	run  func(ctx context.Context, reason string) (map[string]any, error)
 	done bool
 	set  map[string]any
 }
 
 // beforeDeadLetter runs msg's hook, once, for the engine
 // (engine.Config.BeforeDeadLetter).
-func beforeDeadLetter(ctx context.Context, msg any) (map[string]any, error) {
+func beforeDeadLetter(ctx context.Context, msg any, reason string) (map[string]any, error) {
 	m, _ := msg.(*Message)
 	if m == nil || m.beforeDeadLetter == nil {
 		return nil, nil
 	}
 	h := m.beforeDeadLetter
 	if !h.done {
-		set, err := h.run(ctx)
+		set, err := h.run(ctx, reason)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package acemq_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,8 +24,11 @@ func TestBeforeDeadLetter(t *testing.T) {
 	var runs, failFirst atomic.Int64
 	failFirst.Store(1)
 	h := acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
-		m.BeforeDeadLetter(func(ctx context.Context) (map[string]any, error) {
+		m.BeforeDeadLetter(func(ctx context.Context, reason string) (map[string]any, error) {
 			runs.Add(1)
+			if !strings.Contains(reason, "boom") {
+				t.Errorf("the hook's reason %q does not name the handler's error", reason)
+			}
 			if failFirst.Add(-1) >= 0 {
 				return nil, errors.New("the compensation queue is not there yet")
 			}

@@ -28,9 +28,10 @@ type Config struct {
 	Serve func(ctx context.Context, msg any) ack.Ack
 	// BeforeDeadLetter runs what the handler of msg asked to run before
 	// its dead letter is published (the root's Message.BeforeDeadLetter),
-	// and returns the headers to set on it; nil when nothing was asked
+	// with the dead letter's reason (x-acemq-error), and returns the
+	// headers to set on it; nil when nothing was asked
 	// (deadletterhook.go).
-	BeforeDeadLetter func(ctx context.Context, msg any) (map[string]any, error)
+	BeforeDeadLetter func(ctx context.Context, msg any, reason string) (map[string]any, error)
 
 	Logger         *zap.Logger // never nil: the root caps it (internal/logging)
 	Clock          transport.Clock

@@ -40,7 +40,7 @@ func (c *consumer) publishOnce(ctx context.Context, m message, d transport.Deliv
 	pctx, cancel := context.WithTimeout(c.e.handlerCtx, c.e.publishTimeout)
 	defer cancel()
 	if h.to == c.q.deadLetter && c.e.cfg.BeforeDeadLetter != nil {
-		set, err := c.e.cfg.BeforeDeadLetter(trace.ContextWithSpan(pctx, trace.SpanFromContext(ctx)), m.user)
+		set, err := c.e.cfg.BeforeDeadLetter(trace.ContextWithSpan(pctx, trace.SpanFromContext(ctx)), m.user, h.reason)
 		if err != nil {
 			return copyHookFailed, err
 		}
