@@ -412,11 +412,18 @@ func TestRabbitMQWebSampleLinks(t *testing.T) {
 	}
 	waitDepth(t, tr, q+".dlq", len(ids))
 	base := startWeb(t, dialRabbitMQ, "--url", u)
+	// The links are followed by their href, not clicked: a click on a
+	// page still settling after a navigation can find its node gone
+	// (chromedp: "Could not find node with given id", a loaded CI run).
+	href := func(selector string) string {
+		return read(t, ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).href`, selector)))
+	}
+	browse(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`#status`)))
+	triagePage := href(`tr[data-queue="` + q + `.dlq"] a`)
 	for i, id := range ids {
 		g := "#" + triage.ID(keys[i])
-		browse(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`#status`)),
-			chromedp.Click(chromedp.CSS(`tr[data-queue="`+q+`.dlq"] a`)), chromedp.WaitVisible(chromedp.CSS(g+` a.sample`)),
-			chromedp.Click(chromedp.CSS(g+` a.sample`)), chromedp.WaitVisible(chromedp.CSS(`#envelope, #error`)))
+		browse(t, ctx, chromedp.Navigate(triagePage), chromedp.WaitVisible(chromedp.CSS(g+` a.sample`)))
+		browse(t, ctx, chromedp.Navigate(href(g+` a.sample`)), chromedp.WaitVisible(chromedp.CSS(`#envelope, #error`)))
 		shown := read(t, ctx, chromedp.Evaluate[string](`(document.querySelector('#envelope tr:first-child td code') || {}).textContent || document.querySelector('#error').textContent`))
 		if shown != escape.String(id) {
 			t.Errorf("the sample link of %q landed on %q", id, shown)
