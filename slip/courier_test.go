@@ -11,6 +11,8 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/middleware"
 	"github.com/acemq/acemq/slip"
 	"github.com/acemq/acemq/transport"
 )
@@ -236,3 +238,62 @@ func ExampleCourier() {
 }
 
 var _ = time.Second
+
+// TestSlipRedeliveredStepDeduplicated: the same hop delivered twice (the
+// slip started twice with one id, as a starter that crashed after its
+// publish would) is one message to the idempotency middleware, by the
+// x-acemq-id derived from the slip's: every stop runs once, one event.
+func TestSlipRedeliveredStepDeduplicated(t *testing.T) {
+	s := newShopWith(t, middleware.Idempotent(idempotency.NewMemory(time.Hour)), nil)
+	s.start("order-7")
+	s.start("order-7")
+	s.ts.RunUntilIdle(t)
+	if got := s.ran(); !slices.Equal(got, stops) {
+		t.Fatalf("ran %v, want each stop once", got)
+	}
+	if evs := s.events(); len(evs) != 1 || evs[0].id != "order-7.completed" {
+		t.Fatalf("events %+v, want one completed", evs)
+	}
+}
+
+// TestSlipHalfCompensated: a compensation that fails for good is
+// dead-lettered with the whole slip, and the faulted event says
+// half-compensated; replaying its dead letter goes on compensating, and
+// the faulted event follows.
+func TestSlipHalfCompensated(t *testing.T) {
+	s := newShop(t, nil)
+	s.fail["shipping.ship"] = []ack.Ack{ack.Retry(ack.Fatal(errors.New("no courier serves the address")))}
+	s.fail["card.refund"] = []ack.Ack{ack.Retry(ack.Fatal(errors.New("the card is closed")))}
+	id := s.start("")
+	s.ts.RunUntilIdle(t)
+	evs := s.events()
+	if len(evs) != 1 || evs[0].kind != slip.StateHalfCompensated || evs[0].id != id+".half-compensated" {
+		t.Fatalf("events %+v, want one half-compensated", evs)
+	}
+	f := evs[0].doc.Fault
+	if f == nil || f.Stop != "shipping.ship" || f.Compensation != "card.refund" || !strings.Contains(f.CompensationReason, "card is closed") {
+		t.Errorf("fault %+v", f)
+	}
+	if len(evs[0].doc.Compensations) != 2 || len(evs[0].doc.Compensated) != 0 {
+		t.Errorf("still to compensate %v, compensated %v: want both left", evs[0].doc.Compensations, evs[0].doc.Compensated)
+	}
+	dead := s.ts.DeadLetters("card.refund")
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters in card.refund.dlq", len(dead))
+	}
+	if d, err := slip.Read(dead[0].Headers); err != nil || d.State != slip.StateCompensating || d.Fault.Compensation != "card.refund" {
+		t.Fatalf("the dead letter's slip %+v, %v: want the whole slip, compensating", d, err)
+	}
+	if _, err := acemq.Replay(context.Background(), s.ts.Conn, "card.refund.dlq", acemq.ReplayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.ts.RunUntilIdle(t)
+	want := []string{"stock.reserve", "card.charge", "shipping.ship failed", "card.refund failed", "card.refund", "stock.release"}
+	if got := s.ran(); !slices.Equal(got, want) {
+		t.Fatalf("ran %v, want %v", got, want)
+	}
+	evs = s.events()
+	if len(evs) != 2 || evs[1].kind != slip.StateFaulted || evs[1].id != id+".faulted" || len(evs[1].doc.Compensated) != 2 {
+		t.Fatalf("after the replay: events %+v, want the faulted event, both compensated", evs)
+	}
+}

@@ -39,8 +39,18 @@ var stops = []string{"stock.reserve", "card.charge", "shipping.ship"}
 
 func newShop(t *testing.T, extra func(mux *acemq.Mux, c *slip.Courier), queues ...string) *shop {
 	t.Helper()
+	return newShopWith(t, nil, extra, queues...)
+}
+
+// newShopWith is newShop with every stop's and compensation's handler
+// wrapped by wrap (a middleware), when it is not nil.
+func newShopWith(t *testing.T, wrap acemq.Middleware, extra func(mux *acemq.Mux, c *slip.Courier), queues ...string) *shop {
+	t.Helper()
 	s := &shop{t: t, fail: map[string][]ack.Ack{}}
 	mux := acemq.NewMux()
+	if wrap != nil {
+		mux.Use(wrap)
+	}
 	s.courier = &slip.Courier{}
 	work := func(name string) slip.StepFunc {
 		return func(ctx context.Context, m *acemq.Message, sl *slip.Slip) ack.Ack {
