@@ -25,7 +25,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // What fails, and how, each test says; the journal says what ran, in order.
 type shop struct {
 	t       *testing.T
-	ts      *acemqtest.Server
+	prefix  string            // of every queue name: a RabbitMQ run's own
+	ts      *acemqtest.Server // on the memory transport; nil on RabbitMQ
+	tr      transport.Transport
+	peek    func(queue string) []transport.Delivery // the events queue's messages, left there
 	courier *slip.Courier
 
 	mu      sync.Mutex
@@ -46,12 +49,32 @@ func newShop(t *testing.T, extra func(mux *acemq.Mux, c *slip.Courier), queues .
 // wrapped by wrap (a middleware), when it is not nil.
 func newShopWith(t *testing.T, wrap acemq.Middleware, extra func(mux *acemq.Mux, c *slip.Courier), queues ...string) *shop {
 	t.Helper()
-	s := &shop{t: t, fail: map[string][]ack.Ack{}}
+	s := &shop{t: t, fail: map[string][]ack.Ack{}, courier: &slip.Courier{}}
+	mux := s.mux(wrap, queues...)
+	if extra != nil {
+		extra(mux, s.courier)
+	}
+	s.ts = acemqtest.NewServer(t, mux, &acemq.Server{Retry: retry.Fixed(3, 10*time.Second).WithJitter(0)})
+	s.courier.Publisher = &acemq.Publisher{Transport: s.ts.Conn}
+	s.tr = s.ts.Conn
+	s.peek = s.ts.Broker.Peek
+	// The events' queue, which nothing here consumes: the tests read it.
+	if err := s.ts.Conn.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{{Name: s.q("orders.slips"), Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// q is the queue of the shop's stop, compensation or events queue name.
+func (s *shop) q(name string) string { return s.prefix + name }
+
+// mux is the shop's stops and compensations (those named in queues, or
+// all), each wrapped by wrap when it is not nil.
+func (s *shop) mux(wrap acemq.Middleware, queues ...string) *acemq.Mux {
 	mux := acemq.NewMux()
 	if wrap != nil {
 		mux.Use(wrap)
 	}
-	s.courier = &slip.Courier{}
 	work := func(name string) slip.StepFunc {
 		return func(ctx context.Context, m *acemq.Message, sl *slip.Slip) ack.Ack {
 			if a, failed := s.failing(name); failed {
@@ -62,14 +85,14 @@ func newShopWith(t *testing.T, wrap acemq.Middleware, extra func(mux *acemq.Mux,
 			case "stock.reserve":
 				_ = sl.SetVar("reservation", "r-"+sl.ID()[:4])
 				_ = sl.Record(map[string]string{"reserved": "2 mugs"})
-				_ = sl.Compensate("stock.release", map[string]string{"why": "release"})
+				_ = sl.Compensate(s.q("stock.release"), map[string]string{"why": "release"})
 			case "card.charge":
 				var r string
 				if ok, err := sl.Var("reservation", &r); !ok || err != nil {
 					return ack.Retry(ack.Fatal(errors.New("no reservation")))
 				}
 				_ = sl.SetVar("payment", "p-"+r)
-				_ = sl.Compensate("card.refund", nil)
+				_ = sl.Compensate(s.q("card.refund"), nil)
 			}
 			return ack.Accept()
 		}
@@ -89,24 +112,15 @@ func newShopWith(t *testing.T, wrap acemq.Middleware, extra func(mux *acemq.Mux,
 	}
 	for _, q := range stops {
 		if len(only) == 0 || only[q] {
-			mux.Handle(q, s.courier.Step(work(q)))
+			mux.Handle(s.q(q), s.courier.Step(work(q)))
 		}
 	}
 	for _, q := range []string{"stock.release", "card.refund"} {
 		if len(only) == 0 || only[q] {
-			mux.Handle(q, s.courier.Compensation(undo(q)))
+			mux.Handle(s.q(q), s.courier.Compensation(undo(q)))
 		}
 	}
-	if extra != nil {
-		extra(mux, s.courier)
-	}
-	s.ts = acemqtest.NewServer(t, mux, &acemq.Server{Retry: retry.Fixed(3, 10*time.Second).WithJitter(0)})
-	s.courier.Publisher = &acemq.Publisher{Transport: s.ts.Conn}
-	// The events' queue, which nothing here consumes: the tests read it.
-	if err := s.ts.Conn.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{{Name: "orders.slips", Durable: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return mux
 }
 
 func (s *shop) failing(name string) (ack.Ack, bool) {
@@ -135,9 +149,13 @@ func (s *shop) ran() []string {
 // start starts one slip of the shop's itinerary.
 func (s *shop) start(id string) string {
 	s.t.Helper()
-	id, err := s.courier.Start(context.Background(), slip.Itinerary{ID: id, Name: "fulfil-order", Stops: stops,
+	var names []string
+	for _, q := range stops {
+		names = append(names, s.q(q))
+	}
+	id, err := s.courier.Start(context.Background(), slip.Itinerary{ID: id, Name: "fulfil-order", Stops: names,
 		Variables: map[string]any{"order": 7},
-		Completed: slip.ToQueue("orders.slips"), Faulted: slip.ToQueue("orders.slips")},
+		Completed: slip.ToQueue(s.q("orders.slips")), Faulted: slip.ToQueue(s.q("orders.slips"))},
 		acemq.Outgoing{Body: []byte(`{"order":7}`), ContentType: "application/json", Headers: map[string]any{"tenant": "acme"}})
 	if err != nil {
 		s.t.Fatal(err)
@@ -149,7 +167,7 @@ func (s *shop) start(id string) string {
 func (s *shop) events() []event {
 	s.t.Helper()
 	var out []event
-	for _, d := range s.ts.Broker.Peek("orders.slips") {
+	for _, d := range s.peek(s.q("orders.slips")) {
 		doc, err := slip.Read(d.Headers)
 		if err != nil {
 			s.t.Fatalf("an event without a readable slip: %v", err)
