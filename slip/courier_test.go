@@ -297,3 +297,39 @@ func TestSlipHalfCompensated(t *testing.T) {
 		t.Fatalf("after the replay: events %+v, want the faulted event, both compensated", evs)
 	}
 }
+
+// TestSlipTooLarge: a step whose variable would grow the slip past
+// MaxSize fails for good, and its compensations run (the slip sent on to
+// them is the one it received, within bounds); a slip that arrives over
+// MaxSize is parked, never taken.
+func TestSlipTooLarge(t *testing.T) {
+	big := strings.Repeat("x", slip.MaxSize)
+	s := newShop(t, func(mux *acemq.Mux, c *slip.Courier) {
+		mux.Handle("bloat", c.Step(func(ctx context.Context, m *acemq.Message, sl *slip.Slip) ack.Ack {
+			_ = sl.SetVar("blob", big)
+			return ack.Accept()
+		}))
+	})
+	id, err := s.courier.Start(context.Background(), slip.Itinerary{Stops: []string{"stock.reserve", "bloat", "shipping.ship"},
+		Faulted: slip.ToQueue("orders.slips")}, acemq.Outgoing{Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ts.RunUntilIdle(t)
+	evs := s.events()
+	if len(evs) != 1 || evs[0].kind != slip.StateFaulted || evs[0].doc.ID != id || !strings.Contains(evs[0].doc.Fault.Reason, "over the") {
+		t.Fatalf("events %+v, want the slip faulted for its size", evs)
+	}
+	if got := s.ran(); !slices.Equal(got, []string{"stock.reserve", "stock.release"}) {
+		t.Errorf("ran %v, want the reservation released", got)
+	}
+	pub := &acemq.Publisher{Transport: s.ts.Conn, Mandatory: true}
+	huge := `{"v":1,"id":"h","state":"running","itinerary":["stock.reserve"],"variables":{"blob":"` + big + `"}}`
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: "stock.reserve", Headers: map[string]any{slip.Header: huge}}); err != nil {
+		t.Fatal(err)
+	}
+	s.ts.RunUntilIdle(t)
+	if p := s.ts.Parked("stock.reserve"); len(p) != 1 || !strings.Contains(p[0].Reason(), "over the") {
+		t.Fatalf("parked %+v, want the oversized slip parked for its size", p)
+	}
+}

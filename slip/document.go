@@ -16,8 +16,15 @@ const EventHeader = "x-acemq-slip-event"
 // Version is the slip document's version this package reads and writes.
 const Version = 1
 
-// MaxSize bounds the slip document, so that the headers fit one frame.
+// MaxSize bounds the slip document, so that the headers fit one frame: a
+// step whose slip would grow past it fails for good, and a slip that
+// arrives larger is parked. The hops of compensation may pass it by what
+// a fault adds (up to maxSent), never dropped for a few bytes.
 const MaxSize = 64 << 10
+
+// maxSent bounds what is sent at all: well inside RabbitMQ's frame of
+// 128 KiB, the other headers beside it.
+const maxSent = 96 << 10
 
 // The states of a slip.
 const (
@@ -177,6 +184,9 @@ func Read(headers map[string]any) (*Document, error) {
 	default:
 		return nil, fmt.Errorf("acemq: slip: %s is a %T, not a JSON string", Header, v)
 	}
+	if len(raw) > MaxSize {
+		return nil, fmt.Errorf("acemq: slip: %s is %d bytes, over the %d a slip may hold", Header, len(raw), MaxSize)
+	}
 	var d Document
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return nil, fmt.Errorf("acemq: slip: %s is not a slip document: %w", Header, err)
@@ -192,7 +202,10 @@ func Read(headers map[string]any) (*Document, error) {
 
 // encode is the document as the header's value, or an error when it is
 // larger than MaxSize.
-func (d *Document) encode() (string, error) {
+func (d *Document) encode() (string, error) { return d.encodeWithin(maxSent) }
+
+// encodeWithin is encode with a bound of its own.
+func (d *Document) encodeWithin(limit int) (string, error) {
 	// Empty lists and objects are written [] and {}, never null, for
 	// readers in other languages.
 	if d.Itinerary == nil {
@@ -214,8 +227,8 @@ func (d *Document) encode() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("acemq: slip %s: encode: %w", d.ID, err)
 	}
-	if len(b) > MaxSize {
-		return "", fmt.Errorf("acemq: slip %s: its document is %d bytes, over the %d a slip may hold", d.ID, len(b), MaxSize)
+	if len(b) > limit {
+		return "", fmt.Errorf("acemq: slip %s: its document is %d bytes, over the %d a slip may hold", d.ID, len(b), limit)
 	}
 	return string(b), nil
 }

@@ -87,7 +87,7 @@ func (c *Courier) forward(ctx context.Context, p parcel, s *Slip) error {
 	next.Itinerary = next.Itinerary[1:]
 	next.Compensations = append(next.Compensations, s.added...)
 	next.Fault = nil // a replayed stop that faulted with nothing to undo recovered
-	if _, err := next.encode(); err != nil {
+	if _, err := next.encodeWithin(MaxSize); err != nil {
 		return fmt.Errorf("%w: %w", errTooLarge, err)
 	}
 	if len(next.Itinerary) == 0 {
