@@ -30,6 +30,9 @@ type peeked struct {
 	// whose copy keeps the message's own timestamp.
 	DeadLettered *time.Time     `json:"dead_lettered,omitempty"`
 	Headers      map[string]any `json:"headers"` // all of them, as the wire has them (byte arrays as text)
+	// Slip is the routing slip the message carries (x-acemq-slip), read;
+	// absent for a message without one.
+	Slip *peekedSlip `json:"slip,omitempty"`
 }
 
 type peekOut struct {
@@ -172,6 +175,7 @@ func (a *app) lookFor(t transport.Transport, queue string, scan, limit int, with
 			p.DeadLettered = &at
 		}
 		p.Headers = jsonHeaders(d.Headers)
+		p.Slip = readSlip(d.Headers)
 		out.Messages = append(out.Messages, p)
 	})
 	if filter != nil {
@@ -253,6 +257,9 @@ func (a *app) printPeek(out peekOut, withBody bool) {
 				b = escape.Cut(*m.Body, maxBodyText) + " (" + strconv.Itoa(m.Bytes) + " bytes)"
 			}
 			fmt.Fprintf(a.stdout, "\n%s  attempt %d  age %s\n  reason: %s\n  body:   %s\n", escape.String(m.ID), m.Attempt, m.Age, escape.String(orDash(m.Reason)), b)
+			if m.Slip != nil {
+				printSlip(a.stdout, escape.String(m.ID), viewSlip(m.Slip, noHide))
+			}
 		}
 		return
 	}
@@ -262,7 +269,17 @@ func (a *app) printPeek(out peekOut, withBody bool) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", escape.String(m.ID), m.Attempt, m.Age, escape.String(orDash(m.Reason)))
 	}
 	_ = tw.Flush()
+	for _, m := range out.Messages { // the slips under the table, which they would break
+		if m.Slip != nil {
+			fmt.Fprintln(a.stdout)
+			printSlip(a.stdout, escape.String(m.ID), viewSlip(m.Slip, noHide))
+		}
+	}
 }
+
+// noHide is viewSlip's hide for the terminal, whose output a.stdout
+// redacts a line at a time.
+func noHide(s string) string { return s }
 
 // age writes how old a message is, to the second; days past two of them.
 func age(d time.Duration) string {

@@ -407,6 +407,7 @@ type webMessage struct {
 	Body    string
 	Bytes   int
 	Cut     bool
+	Slip    *slipView // the routing slip it carries, as peek shows it; nil for none
 }
 
 // maxBodyWeb bounds the body shown on the message page.
@@ -464,6 +465,9 @@ func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		m.Headers = append(m.Headers, [2]string{escape.String(k), escape.String(fmt.Sprint(p.Headers[k]))})
+	}
+	if p.Slip != nil {
+		m.Slip = viewSlip(p.Slip, a.redact)
 	}
 	m.Bytes = p.Bytes
 	body := *p.Body

@@ -118,6 +118,9 @@ archive queue <input type="text" name="to_queue" value="{{$queue}}.archive" requ
 <table id="envelope">{{range .Fields}}<tr><th>{{index . 0}}</th><td><code>{{index . 1}}</code></td></tr>{{end}}</table>
 <h2>headers</h2>
 <table id="headers">{{range .Headers}}<tr><th><code>{{index . 0}}</code></th><td><code>{{index . 1}}</code></td></tr>{{end}}</table>
+{{with .Slip}}<h2 id="slip-title">routing {{.Title}}</h2>
+{{if .Error}}<p class="err" id="slip-error">It cannot be read: {{.Error}}</p>{{else}}
+<table id="slip">{{range .Rows}}<tr><th>{{.Label}}</th><td>{{range $i, $l := .Lines}}{{if $i}}<br>{{end}}<code>{{$l}}</code>{{end}}</td></tr>{{end}}</table>{{end}}{{end}}
 <h2>body ({{.Bytes}} bytes{{if .Cut}}, cut{{end}})</h2>
 <pre id="body">{{.Body}}</pre>
 {{end}}
