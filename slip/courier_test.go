@@ -12,6 +12,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/idempotency"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/middleware"
 	"github.com/acemq/acemq/slip"
 	"github.com/acemq/acemq/transport"
@@ -332,4 +333,27 @@ func TestSlipTooLarge(t *testing.T) {
 	if p := s.ts.Parked("stock.reserve"); len(p) != 1 || !strings.Contains(p[0].Reason(), "over the") {
 		t.Fatalf("parked %+v, want the oversized slip parked for its size", p)
 	}
+}
+
+// TestSlipCompensationQueueMissing: a stop given up on while the queue of
+// the compensation to run first does not exist (its service not deployed
+// yet): the stop's dead letter is not published and its message is held,
+// unacknowledged, until the queue is there; then the compensation runs
+// and the dead letter follows. Nothing is dropped on the way.
+func TestSlipCompensationQueueMissing(t *testing.T) {
+	s := newShop(t, nil, "stock.reserve", "card.charge", "shipping.ship", "stock.release") // no card.refund
+	s.fail["shipping.ship"] = []ack.Ack{ack.Retry(ack.Fatal(errors.New("no courier serves the address")))}
+	s.start("")
+	polltest.Eventually(t, "the stop given up on, held for its compensation", func() bool {
+		return slices.Contains(s.ran(), "shipping.ship failed") && s.ts.Broker.Unacked("shipping.ship") == 1
+	})
+	if n := s.ts.Broker.Depth("shipping.ship.dlq"); n != 0 {
+		t.Fatalf("%d dead letters published before the compensation could be", n)
+	}
+	if err := s.ts.Conn.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{{Name: "card.refund", Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Eventually(t, "the compensation sent and the dead letter published", func() bool {
+		return s.ts.Broker.Depth("card.refund") == 1 && s.ts.Broker.Depth("shipping.ship.dlq") == 1
+	})
 }
