@@ -21,12 +21,8 @@ type UndoFunc func(ctx context.Context, m *acemq.Message, u *Undo) ack.Ack
 // to go on compensating).
 func (c *Courier) Compensation(fn UndoFunc) acemq.Handler {
 	return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
-		doc, err := read(m)
+		doc, err := take(m, atCompensation)
 		if err != nil {
-			return ack.Park(err)
-		}
-		queue := m.Queue()
-		if err := atCompensation(doc, queue); err != nil {
 			return ack.Park(err)
 		}
 		comp := doc.Compensations[len(doc.Compensations)-1]

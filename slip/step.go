@@ -22,14 +22,11 @@ type StepFunc func(ctx context.Context, m *acemq.Message, s *Slip) ack.Ack
 // its dead letter is published (see the package doc).
 func (c *Courier) Step(fn StepFunc) acemq.Handler {
 	return acemq.HandlerFunc(func(ctx context.Context, m *acemq.Message) ack.Ack {
-		doc, err := read(m)
+		doc, err := take(m, atStop)
 		if err != nil {
 			return ack.Park(err)
 		}
 		stop := m.Queue()
-		if err := atStop(doc, stop); err != nil {
-			return ack.Park(err)
-		}
 		m.BeforeDeadLetter(func(ctx context.Context, reason string) (map[string]any, error) {
 			return c.fault(ctx, parcelOf(m), doc, stop, reason)
 		})
@@ -48,13 +45,18 @@ func (c *Courier) Step(fn StepFunc) acemq.Handler {
 	})
 }
 
-// read reads the slip of m.
-func read(m *acemq.Message) (*Document, error) {
+// take reads the slip of m and checks with at that it may be taken at
+// m's queue: an error is why the handler parks it.
+func take(m *acemq.Message, at func(doc *Document, queue string) error) (*Document, error) {
 	v := m.Header(Header)
 	if v == nil {
 		return nil, ErrNotASlip
 	}
-	return Read(map[string]any{Header: v})
+	doc, err := Read(map[string]any{Header: v})
+	if err != nil {
+		return nil, err
+	}
+	return doc, at(doc, m.Queue())
 }
 
 // atStop says why doc cannot be taken as a slip at stop, nil when it can.
