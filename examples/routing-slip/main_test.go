@@ -7,9 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/slip"
 )
+
+// TestMain checks that no goroutine the example started (its server, the
+// transport's) outlives it.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestRoutingSlip runs the example on the memory transport and, when a
 // broker is given, on RabbitMQ (in a vhost of its own, deleted after),
