@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/slip"
@@ -244,5 +246,33 @@ func TestPeekSlipCLI(t *testing.T) {
 	}
 	if n := depth(t, conn, "card.charge"); n != 3 {
 		t.Errorf("card.charge holds %d after peek, not 3", n)
+	}
+}
+
+// TestPeekSlipDocumented: docs/cli.md shows a slip's dead letter as peek
+// prints it.
+func TestPeekSlipDocumented(t *testing.T) {
+	t.Parallel()
+	b, dial := memoryBroker(t, "shipping.ship")
+	conn := b.Connect()
+	defer conn.Close()
+	_, err := conn.Publish(context.Background(), transport.Publishing{RoutingKey: "shipping.ship.dlq", Mandatory: true,
+		Headers: map[string]any{acemq.HeaderID: "5a4c0e2e.2", acemq.HeaderAttempt: 5, acemq.HeaderError: "exhausted 5 attempts: no courier",
+			acemq.HeaderCreated: b.Clock().Now().Add(-3 * time.Minute).UnixMilli(),
+			slip.Header:         strings.Replace(slipCompensating, `"variables":{}`, `"variables":{"order":7,"reservation":"r-77","payment":"p-9"}`, 1)},
+		Body: []byte(`{"order":7}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, dial, "peek", "--url", "amqp://x/", "--queue", "shipping.ship.dlq")
+	if code != 0 {
+		t.Fatalf("%d\n%s%s", code, out, errOut)
+	}
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "$ acemq peek --queue shipping.ship.dlq\n" + out + "```\n"; !strings.Contains(string(doc), want) {
+		t.Errorf("docs/cli.md lacks peek's slip example:\n%s", want)
 	}
 }
