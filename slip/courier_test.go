@@ -155,11 +155,11 @@ func TestSlipFaultsWithNothingToUndo(t *testing.T) {
 // does not accept, it retries on its ladder, naming the missing stop, and
 // once the queue is there the slip goes on; nothing is lost.
 func TestSlipNextStopMissing(t *testing.T) {
-	s := newShop(t, nil, "stock.reserve") // card.charge is served nowhere yet: no queue
+	s := newShop(t, nil, "stock.reserve", "stock.release") // card.charge is served nowhere yet: no queue
 	s.start("")
 	s.ts.RunUntilIdle(t) // three attempts, all unroutable: given up on, compensated
 	// Start another, and this time the queue appears after the first try.
-	s2 := newShop(t, nil, "stock.reserve")
+	s2 := newShop(t, nil, "stock.reserve", "stock.release")
 	s2.fail = map[string][]ack.Ack{}
 	s2.start("")
 	s2.ts.Advance(t, 0) // the first try, unroutable
@@ -179,8 +179,11 @@ func TestSlipNextStopMissing(t *testing.T) {
 	if len(dead) != 1 || !strings.Contains(dead[0].Reason(), "card.charge") {
 		t.Fatalf("dead letters %+v, want the stop given up on naming the missing stop", dead)
 	}
-	if evs := s.events(); len(evs) != 1 || evs[0].kind != slip.StateFaulted {
-		t.Fatalf("events %+v", evs)
+	if evs := s.events(); len(evs) != 1 || evs[0].kind != slip.StateFaulted || len(evs[0].doc.Compensated) != 1 || evs[0].doc.Compensated[0].Queue != "stock.release" {
+		t.Fatalf("events %+v, want the slip faulted with the stop's own reservation released", evs)
+	}
+	if got, want := s.ran(), []string{"stock.reserve", "stock.reserve", "stock.reserve", "stock.release"}; !slices.Equal(got, want) {
+		t.Errorf("ran %v, want %v: the stop did its work each attempt, and it is undone once", got, want)
 	}
 }
 

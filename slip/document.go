@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+
+	"github.com/acemq/acemq"
 )
 
 // Header is the header that carries a slip: its Document as JSON.
@@ -198,6 +200,15 @@ func Read(headers map[string]any) (*Document, error) {
 		return nil, fmt.Errorf("acemq: slip: %s has no id", Header)
 	}
 	return &d, nil
+}
+
+// ReadMessage is Read of a message's slip.
+func ReadMessage(m *acemq.Message) (*Document, error) {
+	v := m.Header(Header)
+	if v == nil {
+		return nil, ErrNotASlip
+	}
+	return Read(map[string]any{Header: v})
 }
 
 // encode is the document as the header's value, or an error when it is

@@ -29,6 +29,11 @@ import (
 
 func newRabbitShop(t *testing.T, wrap acemq.Middleware, queues ...string) *shop {
 	t.Helper()
+	return newRabbitShopWith(t, retry.Fixed(3, 200*time.Millisecond).WithJitter(0), wrap, queues...)
+}
+
+func newRabbitShopWith(t *testing.T, policy retry.Policy, wrap acemq.Middleware, queues ...string) *shop {
+	t.Helper()
 	url := brokertest.SharedURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -59,7 +64,7 @@ func newRabbitShop(t *testing.T, wrap acemq.Middleware, queues ...string) *shop 
 		t.Fatal(err)
 	}
 	srv := &acemq.Server{Transport: tr, Handler: s.mux(wrap, queues...), Logger: zaptest.NewLogger(t),
-		Retry: retry.Fixed(3, 200*time.Millisecond).WithJitter(0)}
+		Retry: policy}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(context.Background()) }()
 	t.Cleanup(func() {
@@ -146,7 +151,9 @@ func TestRabbitMQSlip(t *testing.T) {
 		}
 	})
 	t.Run("the next stop missing: retried until it is there", func(t *testing.T) {
-		s := newRabbitShop(t, nil, "stock.reserve")
+		// Attempts enough that the queue is declared before they are spent,
+		// however busy the machine.
+		s := newRabbitShopWith(t, retry.Fixed(100, 200*time.Millisecond).WithJitter(0), nil, "stock.reserve")
 		s.start("")
 		polltest.Eventually(t, "stock.reserve tried and refused onward", func() bool { return len(s.ran()) >= 1 })
 		if err := s.tr.Declare(context.Background(), transport.Topology{Queues: []transport.Queue{{Name: s.q("card.charge"), Durable: true}}}); err != nil {

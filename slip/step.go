@@ -27,14 +27,23 @@ func (c *Courier) Step(fn StepFunc) acemq.Handler {
 			return ack.Park(err)
 		}
 		stop := m.Queue()
-		m.BeforeDeadLetter(func(ctx context.Context, reason string) (map[string]any, error) {
-			return c.fault(ctx, parcelOf(m), doc, stop, reason)
-		})
 		s := &Slip{doc: doc.clone(), stop: stop}
+		var done []Compensation // what the step registered, once it accepted
+		m.BeforeDeadLetter(func(ctx context.Context, reason string) (map[string]any, error) {
+			// A step that did its work and accepted, whose slip could not be
+			// sent on (the next stop missing every attempt), is undone too.
+			at := doc
+			if len(done) > 0 {
+				at = doc.clone()
+				at.Compensations = append(at.Compensations, done...)
+			}
+			return c.fault(ctx, parcelOf(m), at, stop, reason)
+		})
 		a := fn(ctx, m, s)
 		if a.Outcome() != ack.OutcomeAccept {
 			return a
 		}
+		done = s.added
 		if err := c.forward(ctx, parcelOf(m), s); err != nil {
 			if errors.Is(err, errTooLarge) {
 				return ack.Retry(ack.Fatal(err))
@@ -48,11 +57,7 @@ func (c *Courier) Step(fn StepFunc) acemq.Handler {
 // take reads the slip of m and checks with at that it may be taken at
 // m's queue: an error is why the handler parks it.
 func take(m *acemq.Message, at func(doc *Document, queue string) error) (*Document, error) {
-	v := m.Header(Header)
-	if v == nil {
-		return nil, ErrNotASlip
-	}
-	doc, err := Read(map[string]any{Header: v})
+	doc, err := ReadMessage(m)
 	if err != nil {
 		return nil, err
 	}
