@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/escape"
 	"github.com/acemq/acemq/slip"
 	"github.com/acemq/acemq/transport"
 )
@@ -275,4 +276,30 @@ func TestPeekSlipDocumented(t *testing.T) {
 	if want := "$ acemq peek --queue shipping.ship.dlq\n" + out + "```\n"; !strings.Contains(string(doc), want) {
 		t.Errorf("docs/cli.md lacks peek's slip example:\n%s", want)
 	}
+}
+
+// FuzzPeekSlip: whatever a producer put in x-acemq-slip, peek's slip
+// block is printed without a panic, every line of it indented under its
+// message and safe for a terminal, and --json's slip object encodes.
+func FuzzPeekSlip(f *testing.F) {
+	for _, s := range []string{slipRunning, slipCompensating, slipHalf, slipCompleted, `{"v":1,"id":"x","state":"running"}`,
+		`{"v":1,"id":"x","visited":[{"stop":"\u001b","record":"\u202e` + "\xff\x7f" + `"}],"variables":{"a":[1,{"b":null}]}}`, `{"v":2}`, `[]`, `null`, ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		ps := readSlip(map[string]any{slip.Header: header, slip.EventHeader: header})
+		if ps == nil {
+			t.Fatal("a slip header read as none")
+		}
+		var b bytes.Buffer
+		printSlip(&b, "m-1", viewSlip(ps, noHide))
+		for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			if !strings.HasPrefix(line, "  ") || !escape.IsSafe(line) {
+				t.Fatalf("an unsafe line %q of\n%s", line, b.String())
+			}
+		}
+		if _, err := json.Marshal(ps); err != nil {
+			t.Fatalf("--json: %v", err)
+		}
+	})
 }
