@@ -200,6 +200,9 @@ func TestHelperConsumer(t *testing.T) {
 	case "idempotent-lease":
 		runIdempotentLease(t, ctx)
 		return
+	case "slip":
+		runSlipConsumer(t, ctx)
+		return
 	case "breaker", "ladder":
 		runBreakerConsumer(t, ctx, mode == "breaker")
 		return
