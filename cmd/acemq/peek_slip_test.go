@@ -145,7 +145,7 @@ func TestPeekSlipHostile(t *testing.T) {
 	doc := `{"v":1,"id":"h\u001b]52;c;cHduZWQ=\u0007","state":"running",
 	 "itinerary":["card\u001b[2J\nforged: row","ship\u202egpj.exe"],
 	 "visited":[{"stop":"in\rto","at":` + slipT0 + `,"record":"a\u001b[31m\nb"}],
-	 "variables":{"note":"x` + "\u202e\x7f" + `y\n<script>alert(1)</script>","db":"postgres://svc:hunter2@db/orders"},
+	 "variables":{"note":"x` + "\u202e\x7f" + `y\u001b[2J\n<script>alert(1)</script>","db":"postgres://svc:hunter2@db/orders"},
 	 "compensations":[],"compensated":[],
 	 "fault":{"stop":"card\u001b[2J","reason":"refused\u001b[1A\nacemq: all good (dial amqp://ops:s3cret@rabbit/)","at":` + slipT1 + `}}`
 	got := printedSlip(t, map[string]any{slip.Header: doc})
@@ -164,7 +164,7 @@ func TestPeekSlipHostile(t *testing.T) {
 		`where:          at stop 2 of 3: card\x1b[2J\nforged: row`,
 		`itinerary:      card\x1b[2J\nforged: row → ship\u202egpj.exe`,
 		`1. in\rto at 2026-12-02 08:00:00.123Z: "a\u001b[31m\nb"`,
-		`"note":"x\u202e\u007fy\n<script>alert(1)</script>"`,
+		`"note":"x\u202e\u007fy\u001b[2J\n<script>alert(1)</script>"`,
 		`"db":"postgres://svc:xxxxx@db/orders"`,
 		`fault:          at card\x1b[2J, 2026-12-02 08:01:00.456Z: refused\x1b[1A\nacemq: all good (dial amqp://ops:`,
 	} {
