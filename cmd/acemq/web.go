@@ -20,6 +20,7 @@ import (
 
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/internal/redact"
 	"github.com/acemq/acemq/internal/triage"
 	"github.com/acemq/acemq/transport"
 )
@@ -452,7 +453,7 @@ func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
 	if p.DeadLettered != nil {
 		add("dead-lettered by the broker", p.DeadLettered.Format(stamp))
 	}
-	add("reason", escape.String(orDash(p.Reason)))
+	add("reason", a.redact(escape.String(redact.URLsIn(orDash(p.Reason)))))
 	add("group", triage.ID(triage.Key(p.Reason)))
 	add("exchange", escape.String(orDash(p.Exchange)))
 	add("routing key", escape.String(orDash(p.RoutingKey)))
@@ -464,7 +465,7 @@ func (w *webUI) message(rw http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		m.Headers = append(m.Headers, [2]string{escape.String(k), escape.String(fmt.Sprint(p.Headers[k]))})
+		m.Headers = append(m.Headers, [2]string{escape.String(k), a.redact(escape.String(redact.URLsIn(fmt.Sprint(p.Headers[k]))))})
 	}
 	if p.Slip != nil {
 		m.Slip = viewSlip(p.Slip, a.redact)

@@ -8,6 +8,7 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/flow"
+	"github.com/acemq/acemq/internal/redact"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -235,9 +236,11 @@ func (q *queueRun) wait(env wire.Envelope, w retry.Wait, h hop) verdict {
 }
 
 // giveUp sets the message aside in queue with its reason; the attempt it
-// failed on stays.
+// failed on stays. A URL's password in the reason (a handler's error that
+// names its database) is hidden: whoever reads the queue reads the reason,
+// and so does every log line about it.
 func giveUp(queue string, env wire.Envelope, reason, cause string) verdict {
-	return verdict{settle: settleCopy, cause: cause, copy: hop{to: queue, attempt: env.Attempt, reason: reason}}
+	return verdict{settle: settleCopy, cause: cause, copy: hop{to: queue, attempt: env.Attempt, reason: redact.URLsIn(reason)}}
 }
 
 // unwritable is the verdict for a copy that cannot be written at all (a

@@ -55,6 +55,8 @@ func TestDecide(t *testing.T) {
 			want: verdict{settle: settleCopy, cause: "rejected", copy: hop{to: "orders.dlq", attempt: 1, reason: "the handler rejected it: charge: card closed"}}},
 		{name: "dead letter", policy: ladder, attempt: 2, answer: ack.DeadLetter(errors.New("no such customer")),
 			want: verdict{settle: settleCopy, cause: "rejected", copy: hop{to: "orders.dlq", attempt: 2, reason: "the handler rejected it: no such customer"}}},
+		{name: "a URL's password in the reason is hidden", policy: ladder, attempt: 3, answer: ack.Retry(errors.New("dial postgres://svc:hunter2@db:5432/orders: refused")),
+			want: verdict{settle: settleCopy, cause: "exhausted", copy: hop{to: "orders.dlq", attempt: 3, reason: "exhausted 3 attempts: dial postgres://svc:xxxxx@db:5432/orders: refused"}}},
 		{name: "park", attempt: 1, answer: ack.Park(errors.New("schema v9")),
 			want: verdict{settle: settleCopy, cause: "parked", copy: hop{to: "orders.parked", attempt: 1, reason: "the handler parked it: schema v9"}}},
 		{name: "decode failure", attempt: 1, answer: badBody,
