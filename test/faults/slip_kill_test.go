@@ -29,7 +29,7 @@ import (
 const (
 	slipKillSlips = 300
 	slipKillProcs = 2
-	slipKillEvery = 50
+	slipKillEvery = 40
 )
 
 // TestSlipKill is issue 27's fault scenario: 300 routing slips through
@@ -221,7 +221,7 @@ func startSlips(t *testing.T, tr transport.Transport, prefix, events string, ord
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
-				time.Sleep(10 * time.Millisecond) // a steady arrival, for the kills to land among
+				time.Sleep(40 * time.Millisecond) // a steady arrival, for the kills to land among
 
 			}
 		})
