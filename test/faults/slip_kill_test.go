@@ -383,6 +383,7 @@ func (s *slipSeen) account(t *testing.T, orders map[string]slipOrder, queue func
 			case strings.HasSuffix(m.queue, ".dlq"):
 				dead++
 				if m.queue != acemq.DeadLetterQueue(queue(o.FailAt)) || o.FailAt == "" {
+					r.unexpected++
 					r.problem("%s: a dead letter in %s, the script fails it at %q: %s", id, m.queue, o.FailAt, m.reason)
 				}
 			case strings.HasSuffix(m.queue, ".parked"):
