@@ -87,7 +87,16 @@ func (e *Engine) Run(ctx context.Context, resolve func() ([]Queue, error)) error
 	e.handlerCtx, e.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
 	defer e.cancelHandlers()
 	if err := e.subscribe(ctx, queues); err != nil {
+		stopped := ctx.Err() != nil || isClosed(e.stop.requested)
+		e.stop.request(time.Now())
+		e.running.Wait() // what the queues consumed so far started (a breaker's marker keeper)
 		e.closeSubscriptions()
+		if stopped {
+			// Asked to stop while it was still starting (a consume
+			// refused for now, waited on): nothing was handled, and the
+			// wait's end is no failure.
+			return nil
+		}
 		return err
 	}
 	e.failed = make(chan error, len(e.consumers))
