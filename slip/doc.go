@@ -36,6 +36,18 @@
 // the slip is half-compensated; replaying that dead letter goes on
 // compensating.
 //
+// # Idempotent steps
+//
+// Every hop's x-acemq-id is derived from the slip's id (<id>.<n> to the
+// stop after n visited, <id>.c<k> to the k-th compensation), so a hop
+// published twice, by a step whose process died between its publish and
+// its ack, is one message to the idempotency middleware or to a claim in
+// the step's own transaction (idempotency.Postgres.ClaimTx). A step that
+// finds its work already done must still set its variables, its record
+// and its compensation before it accepts: the slip it sends on is built
+// from what this delivery registered, and one sent on without the
+// compensation would leave the work undone if a later stop fails.
+//
 // A step parks, with the reason, what it cannot take as a slip at its
 // stop: no slip, a version it does not know, a slip at another stop, or a
 // slip whose compensation began (a faulted stop replayed after it was

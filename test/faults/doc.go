@@ -8,13 +8,17 @@
 // its context at the shutdown deadline, messages without an id from a
 // foreign client redelivered to an idempotent handler, a dependency down
 // behind a queue's breaker while the broker restarts and a consumer is
-// killed) and accounts for
+// killed, routing slips through three stops and two compensations while
+// consumers are killed) and accounts for
 // every id: accepted by the handler (and how often), in the .dlq, in
 // .parked, still queued. Each scenario prints one line
 //
 //	FAULT <name>: published=N delivered=N deadlettered=N parked=N lost=N duplicates=N
 //
-// and fails when lost is not 0. Run it with ./scripts/test, or
+// (a routing slip has more outcomes than a message: slip-kill's line
+// counts slips completed, faulted and compensated, half-compensated and
+// lost, with the duplicates at-least-once allows) and fails when lost is
+// not 0. Run it with ./scripts/test, or
 // go test -v ./test/faults/ to see the lines.
 //
 // Scenarios that stop, kill or block a broker do it to a private node
