@@ -360,3 +360,37 @@ func TestSlipCompensationQueueMissing(t *testing.T) {
 		return s.ts.Broker.Depth("card.refund") == 1 && s.ts.Broker.Depth("shipping.ship.dlq") == 1
 	})
 }
+
+// TestSlipEventsToAnExchange: events go where the slip says, here an
+// exchange with a routing key; an event that reaches no queue (nothing
+// bound yet) makes the last stop retry, as a missing stop does, and it
+// arrives once the binding is there.
+func TestSlipEventsToAnExchange(t *testing.T) {
+	s := newShop(t, nil)
+	ctx := context.Background()
+	if err := s.ts.Conn.Declare(ctx, transport.Topology{Exchanges: []transport.Exchange{{Name: "orders.events", Kind: "topic", Durable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.courier.Start(ctx, slip.Itinerary{Stops: stops, Completed: slip.ToExchange("orders.events", "slip.completed")}, acemq.Outgoing{Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ts.Advance(t, 0) // the last stop's first try: its event reaches no queue
+	if got := s.ran(); !slices.Equal(got, stops) {
+		t.Fatalf("ran %v", got)
+	}
+	if err := s.ts.Conn.Declare(ctx, transport.Topology{Bindings: []transport.Binding{{Queue: "orders.slips", Exchange: "orders.events", Key: "slip.*"}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.ts.RunUntilIdle(t)
+	evs := s.events()
+	if len(evs) != 1 || evs[0].kind != slip.StateCompleted || evs[0].id != id+".completed" {
+		t.Fatalf("events %+v, want the completed event through the exchange", evs)
+	}
+	if got := s.ran(); !slices.Equal(got, append(slices.Clone(stops), "shipping.ship")) {
+		t.Errorf("ran %v, want the last stop twice: its event refused once", got)
+	}
+	if n := len(s.ts.DeadLetters("shipping.ship")); n != 0 {
+		t.Errorf("%d dead letters", n)
+	}
+}
