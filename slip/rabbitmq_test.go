@@ -187,6 +187,16 @@ func TestRabbitMQSlip(t *testing.T) {
 			t.Errorf("%d events, want 1", n)
 		}
 	})
+	t.Run("no stops: completed at once", func(t *testing.T) {
+		s := newRabbitShop(t, nil)
+		id, err := s.courier.Start(context.Background(), slip.Itinerary{Completed: slip.ToQueue(s.q("orders.slips"))}, acemq.Outgoing{Body: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs := s.waitEvents(1); evs[0].kind != slip.StateCompleted || evs[0].id != id+".completed" || len(evs[0].doc.Visited) != 0 {
+			t.Fatalf("event %v %v, visited %v", evs[0].kind, evs[0].id, evs[0].doc.Visited)
+		}
+	})
 	t.Run("half-compensated, then replayed", func(t *testing.T) {
 		s := newRabbitShop(t, nil)
 		s.fail["shipping.ship"] = []ack.Ack{ack.Retry(ack.Fatal(errors.New("no courier")))}
