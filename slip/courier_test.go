@@ -3,7 +3,6 @@ package slip_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -235,13 +234,6 @@ func TestSlipParksWhatIsNotASlip(t *testing.T) {
 		t.Errorf("ran %v", got)
 	}
 }
-
-func ExampleCourier() {
-	fmt.Println("see examples/routing-slip")
-	// Output: see examples/routing-slip
-}
-
-var _ = time.Second
 
 // TestSlipRedeliveredStepDeduplicated: the same hop delivered twice (the
 // slip started twice with one id, as a starter that crashed after its
