@@ -29,15 +29,7 @@ func TestRabbitMQStatusBreakerMarker(t *testing.T) {
 	if code, out, errOut := cli(t, dialRabbitMQ, "topology", "--url", u, "--queue", q, "--apply"); code != 0 {
 		t.Fatalf("topology: %d\n%s%s", code, out, errOut)
 	}
-	conn, err := amqp.Dial(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := rawChannel(t, u)
 	// Milliseconds, as the contract's int64 arguments hold them.
 	since := time.Now().Add(-3 * time.Minute).Truncate(time.Millisecond).UTC()
 	until := since.Add(5 * time.Minute)

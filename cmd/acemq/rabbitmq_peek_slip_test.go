@@ -24,15 +24,7 @@ func TestRabbitMQPeekSlip(t *testing.T) {
 	if code, out, errOut := cli(t, dialRabbitMQ, "topology", "--url", u, "--queue", q, "--apply"); code != 0 {
 		t.Fatalf("topology: %d\n%s%s", code, out, errOut)
 	}
-	conn, err := amqp.Dial(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := rawChannel(t, u)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
