@@ -77,7 +77,7 @@ type PublishResult struct {
 // Publisher publishes with confirms, always: Publish returns only after the
 // broker has acknowledged the message. Bulk publishing is concurrent calls
 // to Publish, not a way to switch confirms off. A Publisher is safe for
-// concurrent use.
+// concurrent use, and must not be copied after its first use.
 type Publisher struct {
 	Transport transport.Transport
 	// Mandatory makes a message that reaches no queue an error wrapping
@@ -98,6 +98,8 @@ type Publisher struct {
 	Propagator propagation.TextMapPropagator
 	// Codec encodes the values PublishValue is given; nil is codec.JSON.
 	Codec codec.Codec
+
+	dests destinations // the queues delayed publishes found (publish_destinations.go)
 }
 
 // PublishValue publishes v encoded with the publisher's Codec, with the
@@ -194,14 +196,29 @@ func (p *Publisher) delayed(ctx context.Context, o Outgoing, now time.Time, pub 
 	if _, err := delay.RouteTo(o.RoutingKey, d); err != nil {
 		return err
 	}
-	if _, err := p.Transport.Inspect(ctx, o.RoutingKey); err != nil {
-		if errors.Is(err, transport.ErrNotFound) {
-			return fmt.Errorf("%w: queue %q does not exist: %w", ErrUnroutable, o.RoutingKey, err)
-		}
-		return fmt.Errorf("acemq: delayed publish: check queue %q: %w", o.RoutingKey, err)
+	if err := p.checkDestination(ctx, o.RoutingKey); err != nil {
+		return err
 	}
 	_, err := delay.Aim(pub, o.RoutingKey, d, now)
 	return err
+}
+
+// checkDestination checks that queue exists, unless it was found recently
+// (publish_destinations.go).
+func (p *Publisher) checkDestination(ctx context.Context, queue string) error {
+	now := time.Now()
+	if p.dests.known(queue, now) {
+		return nil
+	}
+	if _, err := p.Transport.Inspect(ctx, queue); err != nil {
+		if errors.Is(err, transport.ErrNotFound) {
+			p.dests.forget(queue)
+			return fmt.Errorf("%w: queue %q does not exist: %w", ErrUnroutable, queue, err)
+		}
+		return fmt.Errorf("acemq: delayed publish: check queue %q: %w", queue, err)
+	}
+	p.dests.found(queue, now)
+	return nil
 }
 
 // clockOf picks the clock: the one given, else the transport's own, else

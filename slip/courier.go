@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acemq/acemq"
@@ -21,6 +22,22 @@ import (
 // Courier of its own.
 type Courier struct {
 	Publisher *acemq.Publisher
+
+	once      sync.Once
+	mandatory *acemq.Publisher // Publisher, or one like it that is mandatory
+}
+
+// publisher is Publisher if it is mandatory, else one like it that is.
+func (c *Courier) publisher() *acemq.Publisher {
+	c.once.Do(func() {
+		c.mandatory = c.Publisher
+		if !c.Publisher.Mandatory {
+			p := c.Publisher
+			c.mandatory = &acemq.Publisher{Transport: p.Transport, Mandatory: true, Clock: p.Clock,
+				TracerProvider: p.TracerProvider, Propagator: p.Propagator, Codec: p.Codec}
+		}
+	})
+	return c.mandatory
 }
 
 // Itinerary is what a slip is started with.
@@ -138,9 +155,7 @@ func (c *Courier) publish(ctx context.Context, p parcel, doc *Document, exchange
 	if event != "" {
 		h[EventHeader] = event
 	}
-	pub := *c.Publisher
-	pub.Mandatory = true
-	_, err = pub.Publish(ctx, acemq.Outgoing{Exchange: exchange, RoutingKey: key, Body: p.body, ID: id,
+	_, err = c.publisher().Publish(ctx, acemq.Outgoing{Exchange: exchange, RoutingKey: key, Body: p.body, ID: id,
 		Headers: h, ContentType: p.contentType, CorrelationID: p.correlationID})
 	return err
 }
