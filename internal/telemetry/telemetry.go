@@ -70,14 +70,21 @@ func Tracer(tp trace.TracerProvider, scope string) trace.Tracer {
 	if _, off := tp.(noop.TracerProvider); off {
 		return nil
 	}
-	return TracerProvider(tp).Tracer(scope, trace.WithSchemaURL(SchemaURL))
+	return TracerProvider(tp).Tracer(scope, schemaURL...)
 }
+
+// schemaURL is made once: options made per call are allocations per
+// publish.
+var schemaURL = []trace.TracerOption{trace.WithSchemaURL(SchemaURL)}
 
 // Start starts a span with tracer, a child of ctx; with no tracer, it
 // returns ctx and the span ctx holds (a remote parent's, or none).
 func Start(ctx context.Context, tracer trace.Tracer, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
+	}
+	if s, ok := noSpanNeeded(ctx, tracer); ok { // unset.go
+		return ctx, s
 	}
 	return tracer.Start(ctx, name, opts...)
 }
@@ -97,11 +104,15 @@ func Propagator(p propagation.TextMapPropagator) Propagation {
 	if p == nil {
 		p = otel.GetTextMapPropagator()
 		if len(p.Fields()) == 0 {
-			p = propagation.TraceContext{}
+			return w3c
 		}
 	}
 	return Propagation{p: p, fields: p.Fields()}
 }
+
+// w3c is the default Propagation, made once: its fields are a slice made
+// per call.
+var w3c = Propagation{p: propagation.TraceContext{}, fields: propagation.TraceContext{}.Fields()}
 
 // Extract returns ctx with the trace context headers carry, if any.
 func (p Propagation) Extract(ctx context.Context, headers map[string]any) context.Context {
@@ -190,6 +201,9 @@ type Publish struct {
 func StartPublish(ctx context.Context, tracer trace.Tracer, p Publish, extra ...attribute.KeyValue) (context.Context, trace.Span) {
 	if tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
+	}
+	if s, ok := noSpanNeeded(ctx, tracer); ok { // unset.go
+		return ctx, s
 	}
 	ctx, span := tracer.Start(ctx, OpPublish+" "+SpanDestination(p.Exchange, p.RoutingKey),
 		trace.WithSpanKind(trace.SpanKindProducer),
