@@ -118,6 +118,7 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 		if i > 0 {
 			n = new(message)
 			*n = tmpl // headers and body are shared: never changed once stored
+			n.spare = nil // the first message's alone
 		}
 		if !b.offer(q, n, ttl, hasTTL) && refused == nil {
 			refused = q
@@ -136,7 +137,12 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 // newMessage validates and copies p. The per-message TTL comes from the
 // Expiration property.
 func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL bool, err error) {
-	headers, keys, err := storeHeaders(p.Headers, p.RoutingKey)
+	blk := new(messageBlock)
+	var room fields
+	if len(p.Headers) <= len(blk.fields) {
+		room = blk.fields[:0:len(blk.fields)]
+	}
+	headers, keys, err := storeHeaders(p.Headers, p.RoutingKey, room)
 	if err != nil {
 		if errors.Is(err, transport.ErrPreconditionFailed) {
 			return nil, 0, false, err
@@ -157,7 +163,8 @@ func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL b
 		}
 		ttl, hasTTL = time.Duration(ms)*time.Millisecond, true
 	}
-	m = &message{
+	m = &blk.message
+	*m = message{
 		exchange:   p.Exchange,
 		routingKey: p.RoutingKey,
 		keys:       keys,
@@ -165,11 +172,32 @@ func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL b
 		props:      p.Properties,
 	}
 	m.props.Timestamp = wholeSeconds(m.props.Timestamp)
-	if p.Body != nil {
-		m.body = append(make([]byte, 0, len(p.Body)), p.Body...)
+	switch n := len(p.Body); {
+	case p.Body == nil:
+	case n <= maxSpare:
+		both := make([]byte, 2*n)
+		copy(both, p.Body)
+		copy(both[n:], p.Body)
+		m.body, m.spare = both[:n:n], both[n:]
+	default:
+		m.body = append(make([]byte, 0, n), p.Body...)
 	}
 	return m, ttl, hasTTL, nil
 }
+
+// messageBlock is a message and room for its headers, allocated together:
+// one allocation where a message and its headers' slice would be two. The
+// headers of a stored message never change, so the copies of it that
+// share them (requeued, fanned out) keep the block alive without harm.
+type messageBlock struct {
+	message
+	fields [8]field
+}
+
+// maxSpare bounds the bodies stored with a spare copy for their first
+// delivery (message.spare): under it, a stored message costs its body
+// twice until that delivery, for one allocation less per message.
+const maxSpare = 16 << 10
 
 // Consume subscribes to queue; a missing queue is ErrNotFound. Deliveries
 // are pushed as the queue fills and as earlier ones are settled: no

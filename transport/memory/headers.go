@@ -108,12 +108,16 @@ type fields []field
 
 // storeHeaders normalizes a publish's headers for storage and applies
 // sender-selected distribution: the CC and BCC arrays add routing keys
-// (returned, with key first, when there are any) and BCC is removed.
-func storeHeaders(m map[string]any, key string) (fields, []string, error) {
+// (returned, with key first, when there are any) and BCC is removed. The
+// headers are appended to room, which may be nil.
+func storeHeaders(m map[string]any, key string, room fields) (fields, []string, error) {
 	if len(m) == 0 {
 		return nil, nil, nil
 	}
-	out := make(fields, 0, len(m))
+	out := room
+	if cap(out) < len(m) {
+		out = make(fields, 0, len(m))
+	}
 	var cc, bcc any
 	for k, v := range m {
 		nv, err := normalizeValue(v)

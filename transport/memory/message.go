@@ -17,6 +17,11 @@ type message struct {
 	headers    fields   // normalized; never changed once stored
 	props      transport.Properties
 	body       []byte // never changed once stored
+	// spare is a copy of body, made with it in one allocation, for the
+	// first delivery to hand out as its own; nil once taken (and on every
+	// copy of the message: requeued, fanned out), when each delivery
+	// copies body.
+	spare []byte
 
 	seq         uint64
 	expires     time.Time // zero: never
@@ -35,6 +40,7 @@ func (m *message) again() *message {
 	n := *m
 	n.redelivered = true
 	n.held, n.settled = nil, false
+	n.spare = nil
 	return &n
 }
 
@@ -87,8 +93,9 @@ func (b *Broker) delivery(m *message, ack transport.Acknowledger) transport.Deli
 	if m.count > 0 {
 		h["x-delivery-count"] = int64(m.count)
 	}
-	var body []byte
-	if m.body != nil {
+	body := m.spare
+	m.spare = nil // no other delivery may see it
+	if body == nil && m.body != nil {
 		body = append(make([]byte, 0, len(m.body)), m.body...)
 	}
 	return transport.Delivery{
