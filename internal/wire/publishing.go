@@ -35,9 +35,9 @@ func New(o Origin, headers map[string]any, props transport.Properties, body []by
 	}
 	h[ID] = o.ID
 	h[Attempt] = int64(1)
-	h[Created] = o.Created.UnixMilli()
-	h[Exchange] = o.Exchange
-	h[RoutingKey] = o.RoutingKey
+	h[Created] = createdBoxes.get(o.Created.UnixMilli()) // boxes.go
+	h[Exchange] = exchangeBoxes.get(o.Exchange)
+	h[RoutingKey] = keyBoxes.get(o.RoutingKey)
 	props.DeliveryMode = 2
 	props.MessageID = messageID(o.ID)
 	props.Timestamp = o.Created.Truncate(time.Second) // AMQP carries whole seconds
