@@ -61,6 +61,11 @@ type config struct {
 	memProfile   string
 	mutexProfile string
 	quiet        bool
+	// latency scenario (latency.go)
+	latencySeconds   time.Duration // each load
+	latencyCalibrate time.Duration // the closed-loop run that finds the maximum
+	latencyLoads     []float64     // fractions of the maximum
+	latencyRate      float64       // the maximum, msgs/s, for every system; 0 calibrates each
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -87,8 +92,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile at the end")
 	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "write a mutex contention profile at the end")
 	fs.BoolVar(&c.quiet, "q", false, "no progress lines on stderr")
+	fs.DurationVar(&c.latencySeconds, "latency-seconds", 2*time.Second, "latency scenario: how long each load is offered")
+	fs.DurationVar(&c.latencyCalibrate, "latency-calibrate", 1500*time.Millisecond, "latency scenario: the closed-loop run that measures each pipeline's maximum")
+	loads := fs.String("latency-loads", "0.25,0.5,0.9", "latency scenario: the offered rates, as fractions of the maximum")
+	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "latency scenario: the maximum in msgs/s for every system, instead of calibrating each")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	var err error
+	if c.latencyLoads, err = parseLoads(*loads); err != nil {
+		return c, err
+	}
+	if c.latencySeconds <= 0 || c.latencyCalibrate <= 0 || c.latencyRate < 0 {
+		return c, fmt.Errorf("-latency-seconds and -latency-calibrate must be positive, -latency-rate not negative")
 	}
 	c.scenarios = splitList(*scen)
 	c.systems = splitList(*sys)

@@ -37,6 +37,7 @@ type row struct {
 	Ratios         map[string]float64 `json:"ratios,omitempty"` // "vs_amqp091": median of the per-round ratios
 	PeakSlotsHeld  *int               `json:"peak_slots_held,omitempty"`
 	HeldMsPerRetry *float64           `json:"held_ms_per_retry,omitempty"`
+	Latency        *latencyRow        `json:"latency,omitempty"` // latency scenario: one row per system and load
 }
 
 func median(xs []float64) float64 {
@@ -55,6 +56,10 @@ func summarize(cfg config, results []result) []row {
 	var rows []row
 	for _, sc := range scenarios {
 		if !slices.Contains(cfg.scenarios, sc.name) {
+			continue
+		}
+		if sc.name == "latency" {
+			rows = append(rows, latencyRows(results)...)
 			continue
 		}
 		byRound := map[string]map[int]float64{} // system → round → msgs/s
@@ -144,7 +149,7 @@ func writeTable(w io.Writer, cfg config, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tCPU µs/msg\tbroker CPU µs/msg\tallocs/msg\tB/msg\tpeak live heap MiB\t")
 	for _, r := range rows {
-		if r.Scenario == "chain" {
+		if r.Scenario == "chain" || r.Latency != nil {
 			continue
 		}
 		broker := "-"
@@ -155,6 +160,7 @@ func writeTable(w io.Writer, cfg config, rows []row) {
 			slices.Min(r.PerRound), slices.Max(r.PerRound), r.CPUPerMsgUs, broker, r.AllocsPerMsg, r.BytesPerMsg, r.PeakHeapMiB)
 	}
 	tw.Flush()
+	writeLatencyTable(w, rows)
 
 	fmt.Fprintf(w, "\nmsgs/s over a baseline's, the median of the %d same-round ratios:\n", cfg.rounds)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

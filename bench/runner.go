@@ -53,6 +53,9 @@ var scenarios = []*scenario{
 	{name: "retry", broker: true, n: func(c config) int { return c.retryN }, run: map[string]runFunc{
 		acemqSys: retryAcemq, watermillSys: retryWatermill,
 	}},
+	{name: "latency", broker: true, n: func(config) int { return 1 }, run: map[string]runFunc{
+		acemqSys: latencyAcemq, rawSys: latencyRaw, watermillSys: latencyWatermill,
+	}},
 }
 
 func scenarioNames() []string {
@@ -97,6 +100,8 @@ type result struct {
 	// retry only: deliveries held unsettled while waiting for their retry
 	peakHeld     int
 	heldPerRetry time.Duration
+	// latency only: each load's percentiles (latency.go)
+	latency []loadLatency
 }
 
 func (r result) msgsPerSec() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -148,7 +153,7 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 				r.round = round + 1
 				results = append(results, r)
 				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  CPU µs/msg %5.1f (broker %5.1f)  %6.1f allocs/msg  peak live heap +%.1f MiB%s\n",
-					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r))
+					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r)+latencyNote(r))
 			}
 		}
 	}
@@ -209,6 +214,7 @@ func runOne(ctx context.Context, sc *scenario, sys string, e *env) (result, erro
 		cpuPerMsg:       m.cpu / time.Duration(e.n),
 		brokerCPUPerMsg: m.brokerCPU / time.Duration(e.n),
 		peakHeld:        m.peakHeld,
+		latency:         m.latency,
 	}
 	if m.retries > 0 {
 		r.heldPerRetry = m.heldTotal / time.Duration(m.retries)
@@ -246,6 +252,8 @@ type meter struct {
 	peakHeld  int
 	heldTotal time.Duration
 	retries   int
+
+	latency []loadLatency // latency scenario
 }
 
 func (m *meter) start() {
