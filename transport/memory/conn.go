@@ -117,7 +117,7 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 		n := m
 		if i > 0 {
 			n = new(message)
-			*n = tmpl // headers and body are shared: never changed once stored
+			*n = tmpl     // headers and body are shared: never changed once stored
 			n.spare = nil // the first message's alone
 		}
 		if !b.offer(q, n, ttl, hasTTL) && refused == nil {
@@ -137,7 +137,7 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 // newMessage validates and copies p. The per-message TTL comes from the
 // Expiration property.
 func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL bool, err error) {
-	blk := new(messageBlock)
+	blk, bodyRoom := newBlock(p.Body)
 	var room fields
 	if len(p.Headers) <= len(blk.fields) {
 		room = blk.fields[:0:len(blk.fields)]
@@ -174,6 +174,10 @@ func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL b
 	m.props.Timestamp = wholeSeconds(m.props.Timestamp)
 	switch n := len(p.Body); {
 	case p.Body == nil:
+	case bodyRoom != nil:
+		copy(bodyRoom, p.Body)
+		copy(bodyRoom[n:], p.Body)
+		m.body, m.spare = bodyRoom[:n:n], bodyRoom[n:2*n:2*n]
 	case n <= maxSpare:
 		both := make([]byte, 2*n)
 		copy(both, p.Body)
@@ -192,6 +196,41 @@ func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL b
 type messageBlock struct {
 	message
 	fields [8]field
+}
+
+// blockWithBody64, 128 and 256 are a message block with room for
+// a small body and its spare copy: one allocation for the whole message.
+type blockWithBody64 struct {
+	messageBlock
+	body [2 * 64]byte
+}
+
+type blockWithBody128 struct {
+	messageBlock
+	body [2 * 128]byte
+}
+
+type blockWithBody256 struct {
+	messageBlock
+	body [2 * 256]byte
+}
+
+// newBlock allocates the block for a message with body, and room for body
+// twice in it when body is small; nil room when it is not.
+func newBlock(body []byte) (*messageBlock, []byte) {
+	switch n := len(body); {
+	case body == nil:
+	case n <= 64:
+		b := new(blockWithBody64)
+		return &b.messageBlock, b.body[:2*n]
+	case n <= 128:
+		b := new(blockWithBody128)
+		return &b.messageBlock, b.body[:2*n]
+	case n <= 256:
+		b := new(blockWithBody256)
+		return &b.messageBlock, b.body[:2*n]
+	}
+	return new(messageBlock), nil
 }
 
 // maxSpare bounds the bodies stored with a spare copy for their first

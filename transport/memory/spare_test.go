@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/acemq/acemq/transport"
@@ -19,7 +20,8 @@ func scribble(d transport.Delivery) {
 }
 
 // TestSpareFannedOut: a message routed to two queues is two messages; each
-// first delivery's body is its own.
+// first delivery's body is its own, whatever the body's size (stored with
+// the message, beside it, or with no spare at all).
 func TestSpareFannedOut(t *testing.T) {
 	f := setup(t)
 	f.declare(transport.Topology{
@@ -28,15 +30,18 @@ func TestSpareFannedOut(t *testing.T) {
 		Bindings:  []transport.Binding{{Queue: "a", Exchange: "fan"}, {Queue: "b", Exchange: "fan"}},
 	})
 	sa, sb := f.consume("a", 1), f.consume("b", 1)
-	f.publish(transport.Publishing{Exchange: "fan", Body: []byte("order-1")})
-	da := f.recv(sa, "order-1")
-	scribble(da)
-	db := f.recv(sb, "order-1")
-	scribble(db)
-	f.reject(da, true)
-	f.reject(db, true)
-	f.recv(sa, "order-1")
-	f.recv(sb, "order-1")
+	for _, n := range []int{0, 7, 64, 65, 200, 256, 1000, 20 << 10} {
+		body := strings.Repeat("o", n)
+		f.publish(transport.Publishing{Exchange: "fan", Body: []byte(body)})
+		da := f.recv(sa, body)
+		scribble(da)
+		db := f.recv(sb, body)
+		scribble(db)
+		f.reject(da, true)
+		f.reject(db, true)
+		f.ack(f.recv(sa, body))
+		f.ack(f.recv(sb, body))
+	}
 }
 
 // TestSpareRequeuedAndDeadLettered: a redelivery and a dead letter carry
