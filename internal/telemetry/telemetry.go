@@ -7,6 +7,8 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"reflect"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -70,8 +72,27 @@ func Tracer(tp trace.TracerProvider, scope string) trace.Tracer {
 	if _, off := tp.(noop.TracerProvider); off {
 		return nil
 	}
-	return TracerProvider(tp).Tracer(scope, schemaURL...)
+	tp = TracerProvider(tp)
+	if reflect.TypeOf(tp).Kind() != reflect.Pointer { // only pointers are surely comparable
+		return tp.Tracer(scope, schemaURL...)
+	}
+	if m := lastTracer.Load(); m != nil && m.tp == tp && m.scope == scope {
+		return m.t
+	}
+	t := tp.Tracer(scope, schemaURL...)
+	lastTracer.Store(&tracerMemo{tp: tp, scope: scope, t: t})
+	return t
 }
+
+// tracerMemo is the tracer Tracer last returned: a provider's Tracer takes
+// a lock and a map lookup, on every publish, for the same tracer.
+type tracerMemo struct {
+	tp    trace.TracerProvider
+	scope string
+	t     trace.Tracer
+}
+
+var lastTracer atomic.Pointer[tracerMemo]
 
 // schemaURL is made once: options made per call are allocations per
 // publish.

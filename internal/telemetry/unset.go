@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -33,5 +34,24 @@ func noSpanNeeded(ctx context.Context, tracer trace.Tracer) (trace.Span, bool) {
 }
 
 func isGlobal(t reflect.Type, name string) bool {
-	return t != nil && t.Kind() == reflect.Pointer && t.Elem().Name() == name && t.Elem().PkgPath() == globalPkg
+	if t == nil {
+		return false
+	}
+	k := &globalTypes[0]
+	if name == "tracerProvider" {
+		k = &globalTypes[1]
+	}
+	if known := k.Load(); known != nil {
+		return t == *known
+	}
+	if t.Kind() != reflect.Pointer || t.Elem().Name() != name || t.Elem().PkgPath() != globalPkg {
+		return false
+	}
+	seen := t // a copy: storing &t would move every caller's t to the heap
+	k.Store(&seen)
+	return true
 }
+
+// globalTypes are the types of otel's global tracer and provider, once
+// seen: comparing types is cheaper than reading their names each time.
+var globalTypes [2]atomic.Pointer[reflect.Type]

@@ -74,3 +74,24 @@ func TestSetGlobalRecords(t *testing.T) {
 		t.Errorf("%d spans ended, want 2", got)
 	}
 }
+
+// TestTracerFollowsProvider: the tracer Tracer remembers is the one of the
+// provider and scope asked for, whichever was asked before.
+func TestTracerFollowsProvider(t *testing.T) {
+	t.Parallel()
+	recA, recB := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	tpA := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recA))
+	tpB := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recB))
+	for i, tp := range []*sdktrace.TracerProvider{tpA, tpB, tpA, tpA, tpB} {
+		_, span := Start(context.Background(), Tracer(tp, []string{Scope, "other"}[i%2]), "process q")
+		span.End()
+	}
+	if a, b := len(recA.Ended()), len(recB.Ended()); a != 3 || b != 2 {
+		t.Errorf("spans ended: %d on A, %d on B; want 3 and 2", a, b)
+	}
+	for i, s := range recA.Ended() {
+		if want := []string{Scope, Scope, "other"}[i]; s.InstrumentationScope().Name != want {
+			t.Errorf("span %d of A in scope %q, want %q", i, s.InstrumentationScope().Name, want)
+		}
+	}
+}
