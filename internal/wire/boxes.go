@@ -7,9 +7,12 @@ import "sync/atomic"
 // interfaces, and converting a string or a large integer is an allocation
 // on every message. A stream of publishes to one routing key, or within one
 // millisecond, shares one. Sharing is safe: what an interface holds cannot
-// be changed through it. A value that changes on every call makes a new
-// entry only on every 16th miss, so it costs little more than converting.
+// be changed through it. With every set to n, only every nth miss makes a
+// new entry, so that a value changing on every call (routing keys taken in
+// turn) costs little more than converting; a clock's millisecond, which
+// only moves on, keeps every one.
 type boxCache[T comparable] struct {
+	every  uint32
 	last   atomic.Pointer[boxed[T]]
 	misses atomic.Uint32
 }
@@ -24,14 +27,14 @@ func (c *boxCache[T]) get(v T) any {
 		return b.box
 	}
 	box := any(v)
-	if c.misses.Add(1)%16 == 1 {
+	if c.every <= 1 || c.misses.Add(1)%c.every == 1 {
 		c.last.Store(&boxed[T]{v, box})
 	}
 	return box
 }
 
 var (
-	keyBoxes      boxCache[string] // routing keys
-	exchangeBoxes boxCache[string]
-	createdBoxes  boxCache[int64] // creation times, Unix ms
+	keyBoxes      = boxCache[string]{every: 16} // routing keys
+	exchangeBoxes = boxCache[string]{every: 16}
+	createdBoxes  = boxCache[int64]{every: 1} // creation times, Unix ms
 )
