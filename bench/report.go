@@ -146,40 +146,45 @@ func writeJSON(w io.Writer, rows []row) error {
 }
 
 func writeTable(w io.Writer, cfg config, rows []row) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tCPU µs/msg\tbroker CPU µs/msg\tallocs/msg\tB/msg\tpeak live heap MiB\t")
-	for _, r := range rows {
-		if r.Scenario == "chain" || r.Latency != nil {
-			continue
+	if slices.ContainsFunc(rows, func(r row) bool { return r.Scenario != "chain" && r.Latency == nil }) {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tCPU µs/msg\tbroker CPU µs/msg\tallocs/msg\tB/msg\tpeak live heap MiB\t")
+		for _, r := range rows {
+			if r.Scenario == "chain" || r.Latency != nil {
+				continue
+			}
+			broker := "-"
+			if r.BrokerCPUUs > 0 {
+				broker = fmt.Sprintf("%.0f", r.BrokerCPUUs)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f–%.0f\t%.1f\t%s\t%.1f\t%.0f\t%.1f\t\n", r.Scenario, r.System, r.N, r.MsgsPerS,
+				slices.Min(r.PerRound), slices.Max(r.PerRound), r.CPUPerMsgUs, broker, r.AllocsPerMsg, r.BytesPerMsg, r.PeakHeapMiB)
 		}
-		broker := "-"
-		if r.BrokerCPUUs > 0 {
-			broker = fmt.Sprintf("%.0f", r.BrokerCPUUs)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f–%.0f\t%.1f\t%s\t%.1f\t%.0f\t%.1f\t\n", r.Scenario, r.System, r.N, r.MsgsPerS,
-			slices.Min(r.PerRound), slices.Max(r.PerRound), r.CPUPerMsgUs, broker, r.AllocsPerMsg, r.BytesPerMsg, r.PeakHeapMiB)
+		tw.Flush()
 	}
-	tw.Flush()
 	writeLatencyTable(w, rows)
+	if slices.ContainsFunc(rows, func(r row) bool { return r.System == acemqSys && len(r.Ratios) > 0 }) {
 
-	fmt.Fprintf(w, "\nmsgs/s over a baseline's, the median of the %d same-round ratios:\n", cfg.rounds)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tacemq/amqp091\tacemq/watermill\tamqp091/watermill\t")
-	for _, r := range rows {
-		if r.System != acemqSys || len(r.Ratios) == 0 {
-			continue
-		}
-		rawVsWatermill := "-"
-		for _, x := range rows {
-			if x.Scenario == r.Scenario && x.System == rawSys {
-				if v, ok := x.Ratios["vs_"+watermillSys]; ok {
-					rawVsWatermill = fmt.Sprintf("%.2f×", v)
+		fmt.Fprintf(w, "\nmsgs/s over a baseline's, the median of the %d same-round ratios:\n", cfg.rounds)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "scenario\tacemq/amqp091\tacemq/watermill\tamqp091/watermill\t")
+		for _, r := range rows {
+			if r.System != acemqSys || len(r.Ratios) == 0 {
+				continue
+			}
+			rawVsWatermill := "-"
+			for _, x := range rows {
+				if x.Scenario == r.Scenario && x.System == rawSys {
+					if v, ok := x.Ratios["vs_"+watermillSys]; ok {
+						rawVsWatermill = fmt.Sprintf("%.2f×", v)
+					}
 				}
 			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", r.Scenario, ratioCell(r, rawSys), ratioCell(r, watermillSys), rawVsWatermill)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", r.Scenario, ratioCell(r, rawSys), ratioCell(r, watermillSys), rawVsWatermill)
+		tw.Flush()
+
 	}
-	tw.Flush()
 
 	for _, r := range rows {
 		if r.Scenario == "chain" {
