@@ -655,7 +655,7 @@ func writeLatencyTable(w io.Writer, rows []row) {
 		return
 	}
 	cell := func(s spread) string { return fmt.Sprintf("%.2f (%.2f–%.2f)", s.Median, s.Min, s.Max) }
-	fmt.Fprintf(w, "\npublish → handler latency, ms: the median over %d rounds (min–max); open loop at a share of each pipeline's own maximum\n", lat[0].Rounds)
+	fmt.Fprintf(w, "\npublish → handler latency, ms: the median over %d rounds (min–max); open loop at a share of the max msgs/s (each pipeline's calibrated maximum, or -latency-rate)\n", lat[0].Rounds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "system\tload\tmax msgs/s\toffered msgs/s\tn\tp50\tp99\tp99.9\tmax\t")
 	for _, r := range lat {
