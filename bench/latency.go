@@ -336,18 +336,36 @@ func calibrate(ctx context.Context, e *env, pipe *latencyPipe, cur *atomic.Point
 	p.t0 = time.Now()
 	cur.Store(p)
 	deadline := p.t0.Add(e.cfg.latencyCalibrate)
-	err := publishAll(ctx, e.cfg.publishers, len(p.lat), func(ctx context.Context, _ int) error {
-		if time.Now().After(deadline) {
-			return errCalibrated
-		}
-		i := int(next.Add(1)) - 1
-		return pipe.publish(ctx, latencyBody(e.cfg.bodySize, 1, i))
-	})
-	if err != nil && !errors.Is(err, errCalibrated) {
-		return 0, 0, fmt.Errorf("calibration: %w", err)
+	// Not publishAll: its first error cancels the publishes under way,
+	// and a message cancelled before it was sent would be waited for in
+	// vain. Each goroutine stops taking indexes at the deadline; the
+	// publishes under way finish.
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		stop  atomic.Bool
+	)
+	for range e.cfg.publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() && time.Now().Before(deadline) {
+				i := int(next.Add(1)) - 1
+				if i >= len(p.lat) {
+					return
+				}
+				if err := pipe.publish(ctx, latencyBody(e.cfg.bodySize, 1, i)); err != nil {
+					once.Do(func() { first = err; stop.Store(true) })
+					return
+				}
+			}
+		}()
 	}
-	// Every index taken was published (publishAll stops each goroutine at
-	// its first error, after its publish returned).
+	wg.Wait()
+	if first != nil {
+		return 0, 0, fmt.Errorf("calibration: %w", first)
+	}
 	n := int(min(next.Load(), int64(len(p.lat))))
 	if err := p.wait(ctx, n); err != nil {
 		return 0, 0, fmt.Errorf("calibration: %w", err)
@@ -358,8 +376,6 @@ func calibrate(ctx context.Context, e *env, pipe *latencyPipe, cur *atomic.Point
 	}
 	return float64(n) / elapsed.Seconds(), n, nil
 }
-
-var errCalibrated = errors.New("calibration time is up")
 
 func openAcemqPipe(ctx context.Context, e *env, sink func([]byte)) (*latencyPipe, error) {
 	pt, err := rabbitmq.Dial(ctx, e.cfg.url,
