@@ -111,7 +111,10 @@ func (s *Server) busy() string {
 	// Deliveries prefetched beyond workers that all have one in hand, and
 	// those waiting for a throttle's slot, wait without the clock.
 	held, ok := 0, true
-	if e := serverhook.Engine(s.Server); e != nil {
+	e := serverhook.Engine(s.Server)
+	var moves uint64
+	if e != nil {
+		moves = e.Moves()
 		held, ok = e.Waiting()
 	}
 	if !ok {
@@ -128,7 +131,11 @@ func (s *Server) busy() string {
 	// (held); any other
 	// unsettled delivery is being worked on. A breaker waiting out its
 	// cool-down is one After more.
-	if asleep := s.Broker.Clock().Pending() - cooling; unacked-held != asleep {
+	asleep := s.Broker.Clock().Pending() - cooling
+	if e != nil && e.Moves() != moves {
+		return "the server's workers moved while it was looked at"
+	}
+	if unacked-held != asleep {
 		return fmt.Sprintf("%d messages delivered and not settled (%d of them waiting for a throttle without the clock), %d asleep on the virtual clock", unacked, held, asleep)
 	}
 	return ""

@@ -62,7 +62,10 @@ func (a *app) countUnseen(fs *flag.FlagSet, flagValue string, out *delaysOut) (i
 			continue
 		}
 		m, ok := byName[q.Queue]
-		if !ok || !m.sampled() { // declared after the listing, or since the last sample
+		// Declared after the listing, or since the last sample; or a
+		// quorum queue sampled without its messages_dlx yet (a loaded
+		// broker reports it a sample later): its count is unknown, not 0.
+		if !ok || !m.sampled() || (m.Type == "quorum" && m.DeadLettering == nil) {
 			q.NotSampledYet = true
 			unsampled++
 			continue

@@ -114,6 +114,17 @@ func (e *Engine) Waiting() (held int, ok bool) {
 	return held, true
 }
 
+// Moves counts the changes of what Waiting counts: equal before and after
+// a reading of the broker's counts, they were all taken at one moment of
+// the engine's.
+func (e *Engine) Moves() uint64 {
+	var n uint64
+	for _, c := range e.consumers {
+		n += c.moves.Load()
+	}
+	return n
+}
+
 // BreakerMarker is the name of the marker queue this engine keeps for
 // queue's breaker while it is not closed (breaker_marker.go).
 func (e *Engine) BreakerMarker(queue string) string { return markerName(queue, e.instance) }

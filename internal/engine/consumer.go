@@ -36,8 +36,12 @@ type consumer struct {
 	// markerWake asks keepMarker to look at the breaker again; made for a
 	// queue with a breaker (breaker_marker.go).
 	markerWake chan struct{}
-	// holding counts the workers with a delivery in hand (Waiting).
+	// holding counts the workers with a delivery in hand (Waiting), and
+	// moves the changes Waiting reads (a worker taking or putting down a
+	// delivery, its throttles admitting or releasing it), so that a reader
+	// can tell its counts were taken while nothing moved (Moves).
 	holding atomic.Int64
+	moves   atomic.Uint64
 	// breakerTurns is closed, and replaced, at each change of the breaker; made
 	// when first asked for, guarded by mu (breaker.go).
 	breakerTurns chan struct{}

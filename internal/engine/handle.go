@@ -21,7 +21,8 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 	c.e.overdue.serve(c) // before any delivery: the broker's reports reach the workers
 	c.each(sub, func(d transport.Delivery) bool {
 		c.holding.Add(1)
-		defer c.holding.Add(-1)
+		c.moves.Add(1)
+		defer func() { c.holding.Add(-1); c.moves.Add(1) }()
 		w.lease.take()
 		if isClosed(c.e.stop.requested) {
 			// Given back while the consumer is still subscribed, it would
@@ -40,7 +41,9 @@ func (c *consumer) work(w *worker, sub transport.Subscription) {
 		if len(c.q.throttles) == 0 {
 			return c.handle(w, d, permit, nil)
 		}
-		if !c.admit() { // a stop came first; given back as above
+		admitted := c.admit()
+		c.moves.Add(1)
+		if !admitted { // a stop came first; given back as above
 			c.report(permit, ack.Ack{}, false)
 			<-c.e.stop.cancelled
 			c.end(d, message{}, unstartedOn(w.lease))

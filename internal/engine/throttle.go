@@ -115,7 +115,10 @@ func (c *consumer) waited(t *throttle, limit string, d time.Duration) {
 }
 
 // release gives back the group slots admit took.
-func (c *consumer) release() { c.releaseFirst(len(c.q.throttles)) }
+func (c *consumer) release() {
+	c.releaseFirst(len(c.q.throttles))
+	c.moves.Add(1)
+}
 
 // releaseFirst releases the groups of the first n throttles.
 func (c *consumer) releaseFirst(n int) {
