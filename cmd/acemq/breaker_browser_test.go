@@ -19,15 +19,7 @@ import (
 // escape sequence written out. It leaves the browser on the status page.
 func browseBreaker(t *testing.T, ctx context.Context, u, base, q string) {
 	t.Helper()
-	conn, err := amqp.Dial(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := rawChannel(t, u)
 	const instance = "web-7-4711-ab12"
 	since := time.Now().Add(-time.Minute)
 	why := "warehouse: <script>document.title='owned'</script>\x1b[2J"
