@@ -5,15 +5,15 @@ import "go.opentelemetry.io/otel/attribute"
 // The library's own span attributes, beside the semantic conventions': the
 // server's process and copy spans, and Replay's.
 const (
-	AttrOutcome     = attribute.Key("acemq.outcome")     // what the server did: the outcome attribute of the metrics
-	AttrAnswer      = attribute.Key("acemq.answer")      // what the handler answered (ack.Outcome)
-	AttrAttempt     = attribute.Key("acemq.attempt")     // x-acemq-attempt, of the delivery or of the copy
-	AttrRedelivered = attribute.Key("acemq.redelivered") // the broker's redelivered flag
-	AttrTo          = attribute.Key("acemq.to")          // the queue a copy is for
-	AttrWhere       = attribute.Key("acemq.where")       // where a retry or snooze waits: process, broker, delays
-	AttrWait        = attribute.Key("acemq.wait")        // how long, in seconds
-	AttrReason      = attribute.Key("acemq.reason")      // x-acemq-error of a give-up
-	AttrReplayFrom  = attribute.Key("acemq.replay.from") // the queue a replayed copy was taken from
+	AttrOutcome     = attribute.Key("acemq.outcome")      // what the server did: the outcome attribute of the metrics
+	AttrAnswer      = attribute.Key("acemq.answer")       // what the handler answered (ack.Outcome)
+	AttrAttempt     = attribute.Key("acemq.attempt")      // x-acemq-attempt, of the delivery or of the copy
+	AttrRedelivered = attribute.Key("acemq.redelivered")  // the broker's redelivered flag
+	AttrTo          = attribute.Key("acemq.to")           // the queue a copy is for
+	AttrWhere       = attribute.Key("acemq.where")        // where a retry or snooze waits: process, broker, delays
+	AttrWait        = attribute.Key("acemq.wait")         // how long, in seconds
+	AttrReason      = attribute.Key("acemq.reason")       // x-acemq-error of a give-up
+	AttrReplayFrom  = attribute.Key("acemq.replay.from")  // the queue a replayed copy was taken from
 	AttrBreakerFrom = attribute.Key("acemq.breaker.from") // a breaker change's span: the state it left
 	AttrBreakerTo   = attribute.Key("acemq.breaker.to")   // and the one it entered
 	AttrBreakerWhy  = attribute.Key("acemq.breaker.why")  // and why

@@ -120,4 +120,3 @@ func applyTopology(c *amqp.Connection, top transport.Topology) error {
 	}
 	return nil
 }
-
