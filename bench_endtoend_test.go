@@ -12,7 +12,6 @@ import (
 	"github.com/acemq/acemq/ack"
 	"github.com/acemq/acemq/codec"
 	"github.com/acemq/acemq/middleware"
-	"github.com/acemq/acemq/transport/memory"
 )
 
 // BenchmarkPublishServeMemory is the bench module's memory scenario in
@@ -23,15 +22,8 @@ import (
 // together, which BenchmarkServerMemory (publishing before its timer
 // starts) leaves out.
 func BenchmarkPublishServeMemory(b *testing.B) {
-	broker := memory.New(memory.WithRealClock())
-	defer broker.Close()
-	conn := broker.Connect()
-	defer conn.Close()
+	conn, body := benchQueue(b)
 	ctx := context.Background()
-	if err := conn.Declare(ctx, acemq.Topology("bench", acemq.QueueConfig{}.Retry, nil)); err != nil {
-		b.Fatal(err)
-	}
-	body := []byte(`{"id":12345,"customer":"c-778","lines":[{"sku":"A-1","qty":2}],"total":"41.90"}`)
 	var handled atomic.Int64
 	done := make(chan struct{})
 	n := int64(b.N)

@@ -51,16 +51,24 @@ func BenchmarkServerMemory(b *testing.B) {
 
 var errBench = errors.New("bench: set aside")
 
-func benchServerMemory(b *testing.B, mp metric.MeterProvider, answer ack.Ack, with ...func(*acemq.Server)) {
+// benchQueue is a memory broker on the wall clock with the queue "bench"
+// declared, a connection to it, and the body every benchmark publishes;
+// both close when the benchmark ends.
+func benchQueue(b *testing.B) (*memory.Conn, []byte) {
+	b.Helper()
 	broker := memory.New(memory.WithRealClock())
-	defer broker.Close()
+	b.Cleanup(func() { broker.Close() })
 	conn := broker.Connect()
-	defer conn.Close()
-	ctx := context.Background()
-	if err := conn.Declare(ctx, acemq.Topology("bench", acemq.QueueConfig{}.Retry, nil)); err != nil {
+	b.Cleanup(func() { conn.Close() })
+	if err := conn.Declare(context.Background(), acemq.Topology("bench", acemq.QueueConfig{}.Retry, nil)); err != nil {
 		b.Fatal(err)
 	}
-	body := []byte(`{"id":12345,"customer":"c-778","lines":[{"sku":"A-1","qty":2}],"total":"41.90"}`)
+	return conn, []byte(`{"id":12345,"customer":"c-778","lines":[{"sku":"A-1","qty":2}],"total":"41.90"}`)
+}
+
+func benchServerMemory(b *testing.B, mp metric.MeterProvider, answer ack.Ack, with ...func(*acemq.Server)) {
+	conn, body := benchQueue(b)
+	ctx := context.Background()
 	pub := transport.Publishing{RoutingKey: "bench", Headers: map[string]any{acemq.HeaderID: "x", acemq.HeaderAttempt: int64(1)}, Body: body}
 	for range b.N {
 		if _, err := conn.Publish(ctx, pub); err != nil {
