@@ -57,6 +57,7 @@ type Message struct {
 	// beforeDeadLetter is what the handler asked to run before a dead
 	// letter (deadletter_hook.go); nil for none.
 	beforeDeadLetter *deadLetterHook
+	partition        Partition // the zero Partition for a queue that is not partitioned
 }
 
 // NewMessage builds the Message a handler would see for a delivery with these
@@ -110,6 +111,12 @@ func (m *Message) IsFirstAttempt() bool { return m.env.Attempt <= 1 }
 
 // Queue returns the queue the message was consumed from.
 func (m *Message) Queue() string { return m.env.Queue }
+
+// Partition says which partition of a partitioned queue (QueueConfig.Partitions)
+// the message came from; the zero Partition for a queue that is not one.
+// Queue is the partition's own queue (orders.p2), where its retries, dead
+// letters and replays go; Partition().Queue the logical one (orders).
+func (m *Message) Partition() Partition { return m.partition }
 
 // Body returns the message body. Do not modify it.
 func (m *Message) Body() []byte { return m.body }

@@ -103,8 +103,14 @@ func (mx *Mux) Queues() []string {
 
 // ServeMessage hands m to the handler of its queue. A message for a queue
 // with no handler is dead-lettered with a reason naming the queue.
+// A message from a partition of a partitioned queue goes to the handler of
+// the partitioned queue.
 func (mx *Mux) ServeMessage(ctx context.Context, m *Message) ack.Ack {
-	if h := mx.routes[m.Queue()]; h != nil {
+	q := m.Queue()
+	if p := m.partition; p.Queue != "" {
+		q = p.Queue
+	}
+	if h := mx.routes[q]; h != nil {
 		return h.ServeMessage(ctx, m)
 	}
 	return ack.DeadLetter(fmt.Errorf("acemq: no handler for queue %q", m.Queue()))

@@ -46,36 +46,45 @@ func (s *Server) queueRuns() ([]engine.Queue, error) {
 			return nil, fmt.Errorf("acemq: Server.Throttles[%q]: %v", name, err)
 		}
 	}
-	runs := make([]engine.Queue, len(names))
-	for i, name := range names {
-		if err := s.throttleNames(name, s.Queues[name].Throttles); err != nil {
+	var runs []engine.Queue
+	for _, name := range names {
+		c := s.Queues[name]
+		if err := s.throttleNames(name, c.Throttles); err != nil {
 			return nil, err
 		}
-		for j, b := range s.Queues[name].Bindings {
+		for j, b := range c.Bindings {
 			if err := b.check(); err != nil {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q].Bindings[%d]: %v", name, j, err)
 			}
 		}
-		args, err := deliveryLimitArgs(name, s.Queues[name])
-		if err != nil {
+		if err := checkPartitioning(c); err != nil {
 			return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
 		}
-		runs[i] = s.resolve(name)
-		runs[i].Args = args
-		runs[i].Topology = Topology(name, runs[i].Policy, args)
+		for _, physical := range physicalQueues(name, c) {
+			if physical != name && slices.Contains(names, physical) {
+				return nil, fmt.Errorf("acemq: Server.Queues[%q] has %d partitions, and the handler also serves %q, one of them", name, c.Partitions, physical)
+			}
+			args, err := deliveryLimitArgs(physical, c)
+			if err != nil {
+				return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
+			}
+			q := s.resolve(physical, c)
+			q.Args = orderedArgs(args, c.Ordered)
+			q.Topology = Topology(physical, q.Policy, q.Args)
+			runs = append(runs, q)
+		}
 	}
 	return runs, nil
 }
 
-// resolve settles one queue's settings: its own where set, else the
-// server's, else the defaults.
-func (s *Server) resolve(name string) engine.Queue {
-	c := s.Queues[name]
+// resolve settles the settings of one queue, or one partition, from c:
+// its own where set, else the server's, else the defaults.
+func (s *Server) resolve(name string, c QueueConfig) engine.Queue {
 	q := engine.Queue{
 		Name:          name,
 		Policy:        c.Retry,
 		Declare:       !c.NoDeclare && !s.NoDeclare,
-		Args:          c.Args,
+		Args:          orderedArgs(c.Args, c.Ordered),
 		Subscriptions: subscriptions(name, c.Bindings),
 		Strict:        c.StrictDeliveryLimit,
 		DeadLetter:    DeadLetterQueue(name),
@@ -87,6 +96,9 @@ func (s *Server) resolve(name string) engine.Queue {
 		q.Policy = s.Retry
 	}
 	q.Concurrency = firstPositive(c.Concurrency, s.Concurrency, DefaultConcurrency)
+	if c.Ordered {
+		q.Concurrency = 1
+	}
 	q.Prefetch = max(firstPositive(c.Prefetch, s.Prefetch, DefaultPrefetch), q.Concurrency)
 	q.Topology = Topology(name, q.Policy, q.Args)
 	return q
@@ -96,7 +108,7 @@ func (s *Server) resolve(name string) engine.Queue {
 func (s *Server) engineConfig() engine.Config {
 	return engine.Config{
 		Transport:        s.Transport,
-		Receive:          receive,
+		Receive:          s.receiver(),
 		Serve:            serveWith(s.Handler),
 		BeforeDeadLetter: beforeDeadLetter,
 		Logger:           logging.Or(s.Logger),

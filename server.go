@@ -90,6 +90,24 @@ type QueueConfig struct {
 	// Args are the queue's own declaration arguments, for example
 	// {"x-queue-type": "quorum"}.
 	Args map[string]any
+	// Partitions, above zero, spreads the queue over that many queues,
+	// Q.p0 to Q.p{Partitions-1} (see Partitioned), each declared and
+	// consumed as a queue of its own with these settings (Concurrency and
+	// Prefetch are per partition, its rungs, .dlq and .parked its own),
+	// all served by the handler registered for Q. Publishers send to
+	// Partitioned{Queue: Q, Count: Partitions}.For(key). Every server and
+	// publisher of Q must agree on the count.
+	Partitions int
+	// Ordered keeps the order messages arrive in (per partition, so per
+	// key, on a partitioned queue): the queue is declared with
+	// x-single-active-consumer, so that one consumer among all the
+	// servers' takes its messages at a time and the next takes over when
+	// it goes, and its handler runs one message at a time (Concurrency
+	// must be 0 or 1). A retry, a delay or a consumer's death reorder:
+	// docs/operators.md says how. Turning it on for an existing queue is
+	// refused by the broker (inequivalent arg x-single-active-consumer):
+	// the queue must be declared again.
+	Ordered bool
 	// Bindings subscribe the queue to exchanges (publish and subscribe):
 	// declared, with the exchanges, as part of the queue's topology.
 	Bindings []Binding
