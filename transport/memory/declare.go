@@ -32,6 +32,7 @@ type queueArgs struct {
 	// at-least-once under reject-publish (RabbitMQ falls back to at most
 	// once under any other overflow).
 	atLeastOnce bool
+	sac         bool // x-single-active-consumer (singleactive.go)
 }
 
 // The arguments RabbitMQ 3.10 compares on a redeclare, per queue type.
@@ -258,6 +259,11 @@ func parseQueueArgs(queue string, args map[string]any) (queueArgs, error) {
 		if a.dlx, a.hasDLX = v.(string); !a.hasDLX {
 			return a, fmt.Errorf("%w: invalid type '%s' for arg 'x-dead-letter-exchange' in queue '%s'",
 				transport.ErrPreconditionFailed, amqpType(v), queue)
+		}
+	}
+	if v, ok := args["x-single-active-consumer"]; ok {
+		if a.sac, ok = v.(bool); !ok {
+			return a, invalid("x-single-active-consumer", fmt.Sprintf("{unacceptable_type,%s}", amqpType(v)))
 		}
 	}
 	a.atLeastOnce = a.quorum && a.overflow == rejectPublish && args["x-dead-letter-strategy"] == "at-least-once"

@@ -45,7 +45,11 @@
 // missing or routing nowhere, a cycle, a target refusing it) is held by
 // the queue, uncounted by Depth, and offered again every 3 minutes
 // (RabbitMQ's dead_letter_worker_publisher_confirm_timeout) until every
-// target took it; a cycle is held for ever, as on RabbitMQ. A
+// target took it; a cycle is held for ever, as on RabbitMQ.
+// x-single-active-consumer: the first consumer registered alone receives,
+// one delivery at a time (the amqp transport's second consumer waits
+// behind the others), and the next takes over when it is cancelled or
+// closed (singleactive.go). A
 // redeclare with different durability or arguments is ErrPreconditionFailed
 // naming the queue and the argument, and changes nothing else; so is a bad
 // value, in RabbitMQ's words. The Expiration property is honoured at the

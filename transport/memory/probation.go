@@ -21,6 +21,12 @@ func (s *subscription) room() bool {
 
 // consumerCount is the number of consumers RabbitMQ would show on q.
 func (q *queue) consumerCount() int {
+	if q.sac && q.quorum {
+		// A quorum queue counts its active consumer alone; the
+		// waiting ones, and the active one's second (singleactive.go),
+		// are not shown (RabbitMQ 3.10.8).
+		return min(len(q.consumers), 1)
+	}
 	n := len(q.consumers)
 	for _, s := range q.consumers {
 		if !s.probation && s.prefetch > 1 {

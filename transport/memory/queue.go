@@ -82,6 +82,9 @@ func (q *queue) removeConsumer(s *subscription) {
 // nextConsumer returns the next consumer in turn that has room under its
 // prefetch, or nil.
 func (q *queue) nextConsumer() *subscription {
+	if q.sac {
+		return q.active() // singleactive.go
+	}
 	n := len(q.consumers)
 	for i := range n {
 		s := q.consumers[(q.rr+i)%n]

@@ -41,7 +41,11 @@ func (s *subscription) Cancel(ctx context.Context) error {
 	b := s.c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	over := s.q.handsOver(s) // singleactive.go
 	s.cancelLocked()
+	if over {
+		b.dispatch(s.q)
+	}
 	return nil
 }
 
