@@ -216,3 +216,57 @@ func TestDecideForAPartition(t *testing.T) {
 		t.Errorf("Decide(orders.p2) used the policy of orders, which has only 2 partitions: %+v", v)
 	}
 }
+
+// What ordering holds is what docs/operators.md says: a retry goes behind
+// the messages published after it. Waiting in the process, it holds the
+// ordered queue's one handler (the messages behind it wait too), and its
+// copy then goes to the back of the queue; waiting in the broker (a rung,
+// the delay queues), it leaves the queue while the messages behind it go
+// ahead.
+func TestOrderedRetryOrder(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		policy retry.Policy
+		onRung bool
+		want   string
+	}{
+		{"in the process", retry.Fixed(2, time.Second), false, "m0@1 m1@1 m2@1 m0@2"},
+		{"on a rung", retry.Fixed(2, time.Second).WithBrokerWaitThreshold(time.Second), true, "m0@1 m1@1 m2@1 m0@2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var (
+				mu  sync.Mutex
+				got []string
+			)
+			h := acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, fmt.Sprintf("%s@%d", m.Body(), m.Attempt()))
+				if string(m.Body()) == "m0" && m.Attempt() == 1 {
+					return ack.Retry(errors.New("not yet"))
+				}
+				return ack.Accept()
+			})
+			srv := &acemq.Server{Retry: c.policy, Queues: map[string]acemq.QueueConfig{"orders": {Partitions: 1, Ordered: true}}}
+			f := start(t, srv, map[string]acemq.Handler{"orders": h})
+			p := acemq.Partitioned{Queue: "orders", Count: 1}
+			for _, body := range []string{"m0", "m1", "m2"} {
+				f.publish(p.For("k"), body, nil)
+			}
+			count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+			if rung := retry.RungName(p.For("k"), time.Second); c.onRung {
+				f.eventually("m0 on its rung, m1 and m2 handled", func() bool { return f.broker.Depth(rung) == 1 && count() == 3 })
+				f.broker.Clock().Advance(time.Second) // the rung's TTL
+			} else {
+				f.eventually("m0 handled once", func() bool { return count() == 1 })
+				f.advance(1, time.Second) // m0's wait in the process
+			}
+			f.eventually("all four handlings", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 4 })
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("handled %s, want %s", strings.Join(got, " "), c.want)
+			}
+		})
+	}
+}
