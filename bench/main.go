@@ -66,6 +66,12 @@ type config struct {
 	latencyCalibrate time.Duration // the closed-loop run that finds the maximum
 	latencyLoads     []float64     // fractions of the maximum
 	latencyRate      float64       // the maximum, msgs/s, for every system; 0 calibrates each
+	// relay scenario (relay.go)
+	postgresURL  string
+	relayN       int
+	relayWriters int           // goroutines committing one row per transaction
+	relayLoad    float64       // the paced part's rate, a share of the round's relay msgs/s
+	relaySeconds time.Duration // the paced part; 0 skips it
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -96,6 +102,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.latencyCalibrate, "latency-calibrate", 1500*time.Millisecond, "latency scenario: the closed-loop run that measures each pipeline's maximum")
 	loads := fs.String("latency-loads", "0.25,0.5,0.9", "latency scenario: the offered rates, as fractions of the maximum")
 	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "latency scenario: the maximum in msgs/s for every system, instead of calibrating each")
+	fs.StringVar(&c.postgresURL, "postgres", os.Getenv("ACEMQ_POSTGRES_URL"), "PostgreSQL URL for the relay scenario (default $ACEMQ_POSTGRES_URL); without it the relay scenario is skipped")
+	fs.IntVar(&c.relayN, "relay-n", 10000, "relay scenario: rows (and raw publishes) per run")
+	fs.IntVar(&c.relayWriters, "relay-writers", 16, "relay scenario: goroutines writing one row per transaction")
+	fs.Float64Var(&c.relayLoad, "relay-load", 0.5, "relay scenario: the paced part's rate, as a fraction of the round's relay msgs/s")
+	fs.DurationVar(&c.relaySeconds, "relay-seconds", 2*time.Second, "relay scenario: how long the paced part (commit → confirm latency) is offered; 0 skips it")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -119,8 +130,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	if c.rounds < 1 || c.n < 1 || c.memoryN < 1 || c.retryN < 2 || c.window < 1 || c.channels < 1 ||
-		c.publishers < 1 || c.prefetch < 1 || c.workers < 1 || c.bodySize < 16 {
-		return c, fmt.Errorf("counts must be positive (retry-n at least 2, body at least 16 bytes)")
+		c.publishers < 1 || c.prefetch < 1 || c.workers < 1 || c.bodySize < 16 ||
+		c.relayN < 1 || c.relayWriters < 1 || c.relaySeconds < 0 || c.relayLoad <= 0 || c.relayLoad > 1.5 {
+		return c, fmt.Errorf("counts must be positive (retry-n at least 2, body at least 16 bytes, relay-load in (0, 1.5], relay-seconds not negative)")
 	}
 	return c, nil
 }

@@ -17,6 +17,7 @@ var targets = map[string]map[string]float64{
 	"publish": {rawSys: 0.9, watermillSys: 1.5},
 	"consume": {rawSys: 0.85, watermillSys: 1.5},
 	"memory":  {watermillSys: 3},
+	"relay":   {rawSys: relayTarget},
 }
 
 // row is one scenario and system over every round: medians, and for acemq
@@ -38,6 +39,7 @@ type row struct {
 	PeakSlotsHeld  *int               `json:"peak_slots_held,omitempty"`
 	HeldMsPerRetry *float64           `json:"held_ms_per_retry,omitempty"`
 	Latency        *latencyRow        `json:"latency,omitempty"` // latency scenario: one row per system and load
+	Relay          *relayRow          `json:"relay,omitempty"`   // relay scenario, acemq's row (relay_report.go)
 }
 
 func median(xs []float64) float64 {
@@ -123,7 +125,7 @@ func summarize(cfg config, results []result) []row {
 			}
 		}
 	}
-	return rows
+	return withRelayFigures(cfg, rows, results)
 }
 
 // chainRow reports the in-process cost of acemq's default chain.
@@ -163,6 +165,7 @@ func writeTable(w io.Writer, cfg config, rows []row) {
 		tw.Flush()
 	}
 	writeLatencyTable(w, rows)
+	writeRelayTable(w, rows)
 	if slices.ContainsFunc(rows, func(r row) bool { return r.System == acemqSys && len(r.Ratios) > 0 }) {
 
 		fmt.Fprintf(w, "\nmsgs/s over a baseline's, the median of the %d same-round ratios:\n", cfg.rounds)

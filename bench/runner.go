@@ -34,10 +34,11 @@ type runFunc func(ctx context.Context, e *env, m *meter) error
 
 // scenario is one workload, run by each system that has it.
 type scenario struct {
-	name   string
-	broker bool // needs RabbitMQ
-	n      func(config) int
-	run    map[string]runFunc
+	name     string
+	broker   bool // needs RabbitMQ
+	postgres bool // needs PostgreSQL (-postgres)
+	n        func(config) int
+	run      map[string]runFunc
 }
 
 var scenarios = []*scenario{
@@ -55,6 +56,9 @@ var scenarios = []*scenario{
 	}},
 	{name: "latency", broker: true, n: func(config) int { return 1 }, run: map[string]runFunc{
 		acemqSys: latencyAcemq, rawSys: latencyRaw, watermillSys: latencyWatermill,
+	}},
+	{name: "relay", broker: true, postgres: true, n: func(c config) int { return c.relayN }, run: map[string]runFunc{
+		acemqSys: relayAcemq, rawSys: publishRaw, // raw: the publish scenario's own confirmed publishing
 	}},
 }
 
@@ -102,6 +106,8 @@ type result struct {
 	heldPerRetry time.Duration
 	// latency only: each load's percentiles (latency.go)
 	latency []loadLatency
+	// relay only: PostgreSQL's share and the parts alone (relay.go)
+	relay *relayFigures
 }
 
 func (r result) msgsPerSec() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -121,13 +127,18 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 			cfg.brokerPID = brokerPID(cfg.url)
 		}
 	}
+	for _, name := range cfg.scenarios {
+		if sc := scenarioByName(name); sc.postgres && cfg.postgresURL == "" {
+			fmt.Fprintf(progress, "%s: skipped: no PostgreSQL URL (-postgres or $ACEMQ_POSTGRES_URL)\n", name)
+		}
+	}
 	body := jsonBody(cfg.bodySize)
 	runID := newID()[:8]
 	var results []result
 	for round := range cfg.rounds {
 		for _, name := range cfg.scenarios {
 			sc := scenarioByName(name)
-			if sc.broker && adm == nil {
+			if sc.broker && adm == nil || sc.postgres && cfg.postgresURL == "" {
 				continue
 			}
 			systems := rotate(cfg.systems, round)
@@ -153,7 +164,7 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 				r.round = round + 1
 				results = append(results, r)
 				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  CPU µs/msg %5.1f (broker %5.1f)  %6.1f allocs/msg  peak live heap +%.1f MiB%s\n",
-					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r)+latencyNote(r))
+					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r)+latencyNote(r)+relayNote(r))
 			}
 		}
 	}
@@ -215,6 +226,7 @@ func runOne(ctx context.Context, sc *scenario, sys string, e *env) (result, erro
 		brokerCPUPerMsg: m.brokerCPU / time.Duration(e.n),
 		peakHeld:        m.peakHeld,
 		latency:         m.latency,
+		relay:           m.relay,
 	}
 	if m.retries > 0 {
 		r.heldPerRetry = m.heldTotal / time.Duration(m.retries)
@@ -254,6 +266,7 @@ type meter struct {
 	retries   int
 
 	latency []loadLatency // latency scenario
+	relay   *relayFigures // relay scenario
 }
 
 func (m *meter) start() {

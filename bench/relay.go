@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/acemq/acemq/outbox"
+	"github.com/acemq/acemq/transport"
+	rabbitmq "github.com/acemq/acemq/transport/amqp"
+)
+
+// The relay scenario (issue 28): the outbox relay against raw amqp091-go
+// confirmed publishing in the same round. The raw system is the publish
+// scenario's own (publishRaw: n confirmed, persistent, mandatory publishes
+// from cfg.publishers goroutines, cfg.channels confirm channels, at most
+// cfg.window awaiting a confirm). acemq's is the whole outbox path:
+// cfg.relayWriters goroutines each commit one row per transaction (BEGIN,
+// INSERT, COMMIT, as a service that owes one message per request does)
+// while one outbox.Relay, with a concurrency of cfg.window on a transport
+// of cfg.channels confirm channels, claims, publishes with confirms and
+// deletes them. Its clock runs from the first insert to the last row
+// deleted.
+//
+// Then, untimed and on the same relay and table, the latency part:
+// cfg.relayLoad of the throughput just measured, offered open loop for
+// cfg.relaySeconds (row i is handed to a writer at t0 + i/rate, whatever
+// the relay is doing), and for each row the time from its transaction's
+// commit (when Commit returned in the writer) to the broker's confirm of
+// its publish (when the relay's Publish returned, seen through a wrapper
+// of the relay's transport). The relay is woken by LISTEN/NOTIFY; its
+// poll interval is the default (1 s), so a notification missed would show.
+
+// relayPhase records one phase of a relay run: when each row's transaction
+// committed and when its publish was confirmed, on the process's monotonic
+// clock (ns after t0, +1 so that 0 means not yet).
+type relayPhase struct {
+	*phaseRec                // confirms: lat[i] is confirm − t0; got, dups, bad
+	committed []atomic.Int64 // commit − t0
+}
+
+func newRelayPhase(id, n int, t0 time.Time) *relayPhase {
+	p := &relayPhase{phaseRec: newPhase(id, n, 0), committed: make([]atomic.Int64, n)}
+	p.t0 = t0
+	return p
+}
+
+func (p *relayPhase) commit(i int, at time.Time) { p.committed[i].Store(int64(at.Sub(p.t0)) + 1) }
+
+// latencies are confirm − commit for every row with both. A confirm may
+// come before the writer's Commit returns (the row is visible, and the
+// NOTIFY sent, once the commit is done in the server, before the reply
+// reaches the writer): such a latency is negative and is kept as it is.
+func (p *relayPhase) latencies() []time.Duration {
+	out := make([]time.Duration, 0, len(p.lat))
+	for i := range p.lat {
+		c, f := p.committed[i].Load(), p.lat[i].Load()
+		if c > 0 && f > 0 {
+			out = append(out, time.Duration(f-c))
+		}
+	}
+	return out
+}
+
+// confirmClock is the relay's transport, which records, by the phase and
+// index in the body, when each routed publish was confirmed. The outbox
+// has no hook for a row's publish; this sees exactly what the relay sees.
+type confirmClock struct {
+	transport.Transport
+	cur atomic.Pointer[relayPhase]
+}
+
+func (c *confirmClock) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
+	conf, err := c.Transport.Publish(ctx, p)
+	if err == nil && conf.Routed {
+		at := time.Now()
+		ph := c.cur.Load()
+		if phase, i, ok := parseLatencyBody(p.Body); ok {
+			ph.arrive(phase, i, at)
+		} else {
+			ph.bad.Add(1)
+		}
+	}
+	return conf, err
+}
+
+// relayTable is the run's outbox table: the queue's name, which is unique
+// to the run, round and system, as an identifier.
+func relayTable(queue string) string { return strings.NewReplacer(".", "_", "-", "_").Replace(queue) }
+
+// openRelayPools opens the writers' pool (one connection per writer) and
+// the relay's (pgxpool's default size), as a service and its relay would
+// have them: the writers never queue behind the relay for a connection.
+func openRelayPools(ctx context.Context, e *env) (writers, relay *pgxpool.Pool, err error) {
+	open := func(name string, conns int32) (*pgxpool.Pool, error) {
+		pc, err := pgxpool.ParseConfig(e.cfg.postgresURL)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL URL %s: %w", redact(e.cfg.postgresURL), err)
+		}
+		if conns > 0 {
+			pc.MaxConns, pc.MinConns = conns, conns
+		}
+		pc.ConnConfig.RuntimeParams["application_name"] = name
+		p, err := pgxpool.NewWithConfig(ctx, pc)
+		if err == nil {
+			err = p.Ping(ctx)
+		}
+		if err != nil {
+			if p != nil {
+				p.Close()
+			}
+			return nil, fmt.Errorf("connect to %s: %w", redact(e.cfg.postgresURL), err)
+		}
+		return p, nil
+	}
+	if writers, err = open("bench relay writers", int32(e.cfg.relayWriters)); err != nil {
+		return nil, nil, err
+	}
+	if relay, err = open("bench relay", 0); err != nil {
+		writers.Close()
+		return nil, nil, err
+	}
+	return writers, relay, nil
+}
+
+func relayAcemq(ctx context.Context, e *env, m *meter) (err error) {
+	wpool, rpool, err := openRelayPools(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer wpool.Close()
+	defer rpool.Close()
+	table := relayTable(e.queue)
+	o, err := outbox.New(rpool, outbox.WithTable(table))
+	if err != nil {
+		return err
+	}
+	if _, err := rpool.Exec(ctx, o.CreateTableSQL()); err != nil {
+		return fmt.Errorf("create the outbox table %s: %w", table, err)
+	}
+	defer func() {
+		_, derr := rpool.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+table+"; DROP FUNCTION IF EXISTS "+table+"_notify()")
+		if err == nil && derr != nil {
+			err = fmt.Errorf("drop the outbox table %s: %w", table, derr)
+		}
+	}()
+	if err := e.admin.declare(e.queue); err != nil {
+		return err
+	}
+	tr, err := rabbitmq.Dial(ctx, e.cfg.url,
+		rabbitmq.WithInFlight(e.cfg.window), rabbitmq.WithPublishChannels(e.cfg.channels),
+		rabbitmq.WithConnectionName("bench acemq relay"))
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	clock := &confirmClock{Transport: tr}
+	relay, err := outbox.NewRelay(o, clock, outbox.WithConcurrency(e.cfg.window))
+	if err != nil {
+		return err
+	}
+	// start runs the relay until the returned stop; Run returns once every
+	// goroutine it started has ended.
+	start := func() (stop func() error) {
+		rctx, cancel := context.WithCancel(ctx)
+		ran := make(chan error, 1)
+		go func() { ran <- relay.Run(rctx) }()
+		return func() error {
+			cancel()
+			if err := <-ran; err != nil {
+				return fmt.Errorf("relay: %w", err)
+			}
+			return nil
+		}
+	}
+	stop := start()
+	defer func() {
+		if stop != nil {
+			if serr := stop(); err == nil {
+				err = serr
+			}
+		}
+	}()
+	w := &relayWriters{pool: wpool, o: o, e: e, clock: clock}
+	fig := &relayFigures{}
+	m.relay = fig
+
+	// Warm-up, untimed: a row per confirm channel, so that the transport's
+	// channels and the relay's connections are open.
+	if err := w.closedLoop(ctx, 0, e.cfg.channels); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	pg0, pgOK := postgresCPU(e.cfg.postgresURL)
+	m.start()
+	tput := w.closedLoop(ctx, 1, e.n)
+	m.stop()
+	if tput != nil {
+		return tput
+	}
+	if pg1, ok := postgresCPU(e.cfg.postgresURL); ok && pgOK {
+		fig.pgCPU = (pg1 - pg0) / time.Duration(e.n)
+	}
+	rate := float64(e.n) / m.elapsed.Seconds()
+	paced := 0
+	if e.cfg.relaySeconds > 0 {
+		l, err := w.openLoop(ctx, 2, e.cfg.relayLoad*rate)
+		if err != nil {
+			return fmt.Errorf("latency at %.0f msgs/s: %w", e.cfg.relayLoad*rate, err)
+		}
+		l.load, l.maxRate = e.cfg.relayLoad, rate
+		m.latency = append(m.latency, l)
+		paced = l.n
+	}
+
+	// The two halves alone: the writers with no relay running, then the
+	// relay draining what they wrote, with no writers.
+	err, stop = stop(), nil
+	if err != nil {
+		return err
+	}
+	p := newRelayPhase(3, e.n, time.Now())
+	clock.cur.Store(p)
+	mark := markCPU(e.cfg.postgresURL, m.brokerPID)
+	if err := publishAll(ctx, e.cfg.relayWriters, e.n, func(ctx context.Context, i int) error { return w.writeOne(ctx, p, i) }); err != nil {
+		return fmt.Errorf("writers alone: %w", err)
+	}
+	fig.write = mark.since(e.n)
+	mark = markCPU(e.cfg.postgresURL, m.brokerPID)
+	stop = start()
+	if err := w.drained(ctx, p, e.n); err != nil {
+		return fmt.Errorf("relay alone: %w", err)
+	}
+	fig.drain = mark.since(e.n)
+	return expectQueued(e, e.cfg.channels+e.n+paced+e.n)
+}
+
+// relayFigures are what a relay run measures besides the meter's figures.
+type relayFigures struct {
+	pgCPU time.Duration // PostgreSQL's CPU per row over the timed part; 0 when unknown
+	write relayPart     // the writers alone, no relay running
+	drain relayPart     // the relay alone, from a table holding the n rows the writers left
+}
+
+// relayPart is one half of the path run alone.
+type relayPart struct {
+	rate                  float64       // rows a second
+	cpu, pgCPU, brokerCPU time.Duration // per row: this process, PostgreSQL, the broker; 0 when unknown
+}
+
+// cpuMark is a moment's clock and CPU times, to measure a part from.
+type cpuMark struct {
+	at               time.Time
+	self, pg, broker time.Duration
+	pgOK, brokerOK   bool
+	postgresURL      string
+	brokerPID        int
+}
+
+func markCPU(postgresURL string, brokerPID int) cpuMark {
+	c := cpuMark{postgresURL: postgresURL, brokerPID: brokerPID, self: processCPU()}
+	c.pg, c.pgOK = postgresCPU(postgresURL)
+	c.broker, c.brokerOK = processCPUOf(brokerPID)
+	c.at = time.Now()
+	return c
+}
+
+// since is the part from c to now, over n rows.
+func (c cpuMark) since(n int) relayPart {
+	elapsed := time.Since(c.at)
+	p := relayPart{rate: float64(n) / elapsed.Seconds(), cpu: (processCPU() - c.self) / time.Duration(n)}
+	if pg, ok := postgresCPU(c.postgresURL); ok && c.pgOK {
+		p.pgCPU = (pg - c.pg) / time.Duration(n)
+	}
+	if b, ok := processCPUOf(c.brokerPID); ok && c.brokerOK {
+		p.brokerCPU = (b - c.broker) / time.Duration(n)
+	}
+	return p
+}
+
+// postgresCPU is the CPU time of every PostgreSQL process on this machine
+// (the server, its backends, its WAL writer and checkpointer) when the URL
+// names this machine; ok is false otherwise. It counts what other clients
+// of the server cost too, so on a shared server it is an upper bound.
+// The run's connections stay open from before it starts to after it
+// ends, so their backends' time is all counted.
+func postgresCPU(postgresURL string) (time.Duration, bool) {
+	u, err := neturl.Parse(postgresURL)
+	if err != nil {
+		return 0, false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1", "":
+	default:
+		return 0, false
+	}
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	var total time.Duration
+	found := false
+	for _, f := range comms {
+		b, err := os.ReadFile(f)
+		if err != nil || strings.TrimSpace(string(b)) != "postgres" {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.Split(f, "/")[2])
+		if err != nil {
+			continue
+		}
+		if t, ok := processCPUOf(pid); ok {
+			total, found = total+t, true
+		}
+	}
+	return total, found
+}
+
+// relayWriters writes the rows of a relay run, one per transaction.
+type relayWriters struct {
+	pool  *pgxpool.Pool
+	o     *outbox.Outbox
+	e     *env
+	clock *confirmClock
+}
+
+// writeOne commits row i of phase p in a transaction of its own and
+// records when the commit returned.
+func (w *relayWriters) writeOne(ctx context.Context, p *relayPhase, i int) error {
+	body := latencyBody(w.e.cfg.bodySize, p.id, i)
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := w.o.Write(ctx, tx, outbox.Message{Queue: w.e.queue, Body: body, ContentType: "application/json"}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	p.commit(i, time.Now())
+	return nil
+}
+
+// closedLoop writes n rows from the writers as fast as they commit, and
+// returns once the relay has published every one and the table is empty.
+func (w *relayWriters) closedLoop(ctx context.Context, phase, n int) error {
+	p := newRelayPhase(phase, n, time.Now())
+	w.clock.cur.Store(p)
+	if err := publishAll(ctx, w.e.cfg.relayWriters, n, func(ctx context.Context, i int) error { return w.writeOne(ctx, p, i) }); err != nil {
+		return err
+	}
+	return w.drained(ctx, p, n)
+}
+
+// drained waits for the relay to have published n rows of p, none twice
+// nor foreign, and for the table to be empty: the last row deleted.
+func (w *relayWriters) drained(ctx context.Context, p *relayPhase, n int) error {
+	if err := p.wait(ctx, n); err != nil {
+		return err
+	}
+	if err := w.empty(ctx); err != nil {
+		return err
+	}
+	if d, b := p.dups.Load(), p.bad.Load(); d > 0 || b > 0 {
+		return fmt.Errorf("phase %d: %d duplicate publishes, %d of another phase or unreadable", p.id, d, b)
+	}
+	return nil
+}
+
+// empty polls until the outbox table holds no row: the relay deletes a
+// batch after its confirms, in a transaction of its own.
+func (w *relayWriters) empty(ctx context.Context) error {
+	deadline := time.Now().Add(stall)
+	for {
+		s, err := w.o.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if s.Pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d rows still in the outbox %s after every publish was confirmed", s.Pending, w.o.Table())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// openLoop offers rate rows a second for cfg.relaySeconds: the pacer hands
+// row i to a writer at t0 + i/rate, never waiting for the writers or the
+// relay. It returns the commit → confirm percentiles.
+func (w *relayWriters) openLoop(ctx context.Context, phase int, rate float64) (loadLatency, error) {
+	n := max(1, int(rate*w.e.cfg.relaySeconds.Seconds()))
+	out := make(chan int, n)
+	pcx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t0 := time.Now()
+	p := newRelayPhase(phase, n, t0)
+	w.clock.cur.Store(p)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range w.e.cfg.relayWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range out {
+				if err := w.writeOne(pcx, p, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		}()
+	}
+	pace(pcx, t0, rate, n, out)
+	close(out)
+	wg.Wait()
+	if first != nil {
+		return loadLatency{}, first
+	}
+	if err := ctx.Err(); err != nil {
+		return loadLatency{}, err
+	}
+	if err := w.drained(ctx, p, n); err != nil {
+		return loadLatency{}, err
+	}
+	lat := p.latencies()
+	if len(lat) != n {
+		return loadLatency{}, errors.New("a row confirmed without its commit recorded")
+	}
+	q := percentiles(lat, 0.50, 0.99, 0.999, 1)
+	return loadLatency{rate: rate, n: n, p50: q[0], p99: q[1], p999: q[2], max: q[3]}, nil
+}
