@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -51,7 +52,16 @@ type mgmtQueue struct {
 	// Exclusive: the queue goes with the connection that declared it, as
 	// a breaker marker does.
 	Exclusive bool `json:"exclusive"`
-	Stats     *struct {
+	// Node is the node the queue is on; Leader, a quorum queue's leader.
+	Node   string `json:"node"`
+	Leader string `json:"leader"`
+	// The consumer a single-active-consumer queue delivers to: RabbitMQ
+	// 3.10.8 names it single_active_consumer_tag for a classic queue and
+	// single_active_consumer_ctag for a quorum queue, and leaves it out
+	// until the queue's next sample.
+	ActiveTag  *string `json:"single_active_consumer_tag"`
+	ActiveCtag *string `json:"single_active_consumer_ctag"`
+	Stats      *struct {
 		Publish    *mgmtRate `json:"publish_details"`
 		DeliverGet *mgmtRate `json:"deliver_get_details"`
 	} `json:"message_stats"`
@@ -62,6 +72,27 @@ type mgmtQueue struct {
 // sample (about 5 s later), and a missing count is then no zero.
 func (q mgmtQueue) sampled() bool {
 	return q.Messages != nil || q.Ready != nil || q.Unacked != nil || q.DeadLettering != nil
+}
+
+// singleActive reports whether q was declared with
+// x-single-active-consumer true, as an ordered queue is.
+func (q mgmtQueue) singleActive() bool {
+	var args map[string]any
+	if raw := bytes.TrimSpace(q.Arguments); len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &args) != nil {
+		return false // none, or [] from an older broker
+	}
+	return args["x-single-active-consumer"] == true
+}
+
+// activeConsumer is the tag of the consumer q delivers to, when it is a
+// single-active-consumer queue and the API says.
+func (q mgmtQueue) activeConsumer() string {
+	for _, t := range []*string{q.ActiveTag, q.ActiveCtag} {
+		if t != nil && *t != "" {
+			return *t
+		}
+	}
+	return ""
 }
 
 type mgmtRate struct {

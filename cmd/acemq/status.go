@@ -57,17 +57,29 @@ type queueStat struct {
 	Consumers     *int     `json:"consumers,omitempty"`
 	PublishRate   *float64 `json:"publish_per_second,omitempty"`
 	DeliverRate   *float64 `json:"deliver_per_second,omitempty"`
-	rungWait      time.Duration
-	breaker       *breakerMark // the marker's state, when the queue is a breaker marker
+	// Node is the node the queue is on (a quorum queue's leader).
+	Node string `json:"node,omitempty"`
+	// SingleActiveConsumer: declared with x-single-active-consumer, as an
+	// ordered queue is; ActiveConsumer is the tag of the consumer that
+	// receives, when the management API says.
+	SingleActiveConsumer bool   `json:"single_active_consumer,omitempty"`
+	ActiveConsumer       string `json:"active_consumer,omitempty"`
+	rungWait             time.Duration
+	breaker              *breakerMark // the marker's state, when the queue is a breaker marker
 }
 
 // service is a work queue and what acemq declares beside it.
 type service struct {
 	Queue  string      `json:"queue"`
-	Queues []queueStat `json:"queues"` // Q first, then Q.dlq, Q.parked, the rungs by wait
+	Queues []queueStat `json:"queues,omitempty"` // Q first, then Q.dlq, Q.parked, the rungs by wait; none for a partitioned queue
 	// Breakers are Q's circuit breakers that are not closed, one per
 	// server instance, by instance, from their markers.
 	Breakers []breakerMark `json:"breakers,omitempty"`
+	// Partitions are a partitioned queue's partitions, Q.p0 .. Q.p{n-1}
+	// (foldPartitions says when names are a set), each a service of its
+	// own, by index; Totals adds up their lines.
+	Partitions []partition      `json:"partitions,omitempty"`
+	Totals     *partitionCounts `json:"totals,omitempty"`
 }
 
 type statusOut struct {
@@ -190,7 +202,8 @@ func (a *app) fromListing(listed []mgmtQueue, only []string) ([]service, []queue
 
 func fromManagement(q mgmtQueue) queueStat {
 	s := queueStat{Name: q.Name, Type: q.Type, State: q.State, NotSampledYet: !q.sampled(),
-		Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, DeadLettering: q.DeadLettering, Consumers: q.Consumers}
+		Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, DeadLettering: q.DeadLettering, Consumers: q.Consumers,
+		Node: cmp.Or(q.Leader, q.Node), SingleActiveConsumer: q.singleActive(), ActiveConsumer: q.activeConsumer()}
 	if m, ok := markerOf(q); ok {
 		s.Role, s.breaker = roleBreaker, &m
 		return s
@@ -251,6 +264,9 @@ func (a *app) inspectNamed(t transport.Transport, named []string) ([]queueStat, 
 			return nil, err
 		}
 	}
+	if err := lookPartitions(&stats, look); err != nil {
+		return nil, err
+	}
 	if there, err := look(delay.Undeliverable); err != nil {
 		return nil, err
 	} else if !there {
@@ -308,7 +324,7 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 	}
 	byQueue := map[string]*service{}
 	var delays []queueStat
-	var other []string
+	var others []queueStat
 	for _, q := range queues {
 		if q.breaker != nil {
 			continue
@@ -320,7 +336,7 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 			delays = append(delays, q)
 			continue
 		case role == roleWork && !present[acemq.DeadLetterQueue(q.Name)] && !present[acemq.ParkedQueue(q.Name)] && !hasFamily(queues, q.Name) && breakers[q.Name] == nil:
-			other = append(other, q.Name)
+			others = append(others, q)
 			continue
 		}
 		s := byQueue[owner]
@@ -343,9 +359,6 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 	}
 	var services []service
 	for name, s := range byQueue {
-		if len(only) > 0 && !slices.ContainsFunc(only, func(n string) bool { o, _, _ := classify(n); return o == name }) {
-			continue
-		}
 		if !slices.ContainsFunc(s.Queues, func(q queueStat) bool { return q.Role == roleWork }) {
 			s.Queues = append(s.Queues, queueStat{Name: name, Role: roleWork, Missing: true})
 		}
@@ -357,7 +370,17 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 		})
 		services = append(services, *s)
 	}
-	slices.SortFunc(services, func(a, b service) int { return strings.Compare(a.Queue, b.Queue) })
+	services, others = foldPartitions(services, others)
+	var other []string
+	for _, q := range others {
+		other = append(other, q.Name)
+	}
+	if len(only) > 0 {
+		services = slices.DeleteFunc(services, func(s service) bool {
+			return !slices.ContainsFunc(only, func(n string) bool { return serviceHas(s, n) })
+		})
+	}
+	sortServices(services)
 	slices.SortFunc(delays, func(a, b queueStat) int {
 		if a.Role != b.Role {
 			return roleRank[a.Role] - roleRank[b.Role]
@@ -376,12 +399,12 @@ func group(queues []queueStat, only []string) ([]service, []queueStat, []string)
 func withMissing(services []service, named []string) []service {
 	for _, n := range named {
 		q, role, _ := classify(n)
-		if q == "" || slices.ContainsFunc(services, func(s service) bool { return s.Queue == q }) || role == roleDelayLevel || role == roleUndeliverable {
+		if q == "" || slices.ContainsFunc(services, func(s service) bool { return serviceHas(s, n) }) || role == roleDelayLevel || role == roleUndeliverable {
 			continue
 		}
 		services = append(services, missingService(q)...)
 	}
-	slices.SortFunc(services, func(a, b service) int { return strings.Compare(a.Queue, b.Queue) })
+	sortServices(services)
 	return services
 }
 
@@ -440,6 +463,11 @@ type statusNotes struct {
 	held          int
 	unsampled     int
 	breakers      []string // services with a breaker not closed
+	idle          []string // partitions with no consumer while others of their set have one
+	idleOf        []string // their partitioned queues
+	// unsampledPartitions: a queue not sampled yet is a ? in the
+	// partitioned queues' table
+	unsampledPartitions bool
 }
 
 func (n *statusNotes) add(q queueStat) {

@@ -34,12 +34,26 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 		fmt.Fprintf(a.stdout, ", %s not closed", plural(n, "circuit breaker"))
 	}
 	fmt.Fprintln(a.stdout)
-	if len(out.Services) == 0 && len(out.Delays) == 0 {
-		return exitOK
+	var notes statusNotes
+	plain := slices.DeleteFunc(slices.Clone(out.Services), func(s service) bool { return s.Partitions != nil })
+	if len(plain) > 0 || len(out.Delays) > 0 {
+		a.printQueues(plain, out.Delays, &notes)
 	}
+	if len(plain) < len(out.Services) {
+		if len(plain) > 0 || len(out.Delays) > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		a.printPartitions(out.Services, &notes)
+	}
+	notes.print(a, out)
+	return exitOK
+}
+
+// printQueues is status's table of services that are not partitioned,
+// and the delay queues.
+func (a *app) printQueues(services []service, delays []queueStat, notes *statusNotes) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tUNACKED\tDEAD-LETTERING\tCONSUMERS\tIN/S\tOUT/S\tSTATE")
-	var notes statusNotes
 	row := func(indent string, q queueStat) {
 		notes.add(q)
 		switch {
@@ -53,7 +67,7 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 				count(q.DeadLettering), count(q.Consumers), rate(q.PublishRate), rate(q.DeliverRate), q.State)
 		}
 	}
-	for _, s := range out.Services {
+	for _, s := range services {
 		for i, q := range s.Queues {
 			indent := "  "
 			if i == 0 {
@@ -68,25 +82,28 @@ func (a *app) printStatus(out statusOut, asJSON bool) int {
 			notes.breakers = appendNew(notes.breakers, escape.String(s.Queue))
 		}
 	}
-	if len(out.Delays) > 0 {
-		t := delayTotal(out.Delays)
+	if len(delays) > 0 {
+		t := delayTotal(delays)
 		state := plural(t.levels, "level")
 		if t.unsampled > 0 {
 			state += fmt.Sprintf(", %d %s", t.unsampled, notSampledYet)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", delay.Prefix+".*", count(t.Messages), count(t.Ready), count(t.Unacked), count(t.DeadLettering), state)
-		for _, q := range out.Delays {
+		for _, q := range delays {
 			if q.Role == roleUndeliverable || q.Missing || q.NotSampledYet || waiting(q) {
 				row("  ", q)
 			}
 		}
 	}
 	_ = tw.Flush()
-	notes.print(a, out)
-	return exitOK
 }
 
 func (n *statusNotes) print(a *app, out statusOut) {
+	if len(n.idle) > 0 {
+		fmt.Fprintf(a.stdout, "\nNo consumer on %s, while other partitions of %s have one: the messages there wait while the rest are served. "+
+			"A server consumes every partition of the queue it serves, so this one lost its consumer (its channel closed: see the server's log).\n",
+			strings.Join(n.idle, ", "), strings.Join(n.idleOf, ", "))
+	}
 	if len(n.breakers) > 0 {
 		fmt.Fprintf(a.stdout, "\nA circuit breaker is not closed on %s: the handlers' dependency is failing, so their consumers stopped taking messages, "+
 			"which wait ready in the queue and spend no attempt; nothing to fix in the broker.\n",
@@ -98,8 +115,12 @@ func (n *statusNotes) print(a *app, out statusOut) {
 			plural(n.held, "message"), strings.Join(n.deadLettering, ", "))
 	}
 	if n.unsampled > 0 {
-		fmt.Fprintf(a.stdout, "\n%s %s: the management API lists a queue at once and samples its counts every few seconds (collect_statistics_interval); run status again.\n",
-			plural(n.unsampled, "queue"), notSampledYet)
+		where := ""
+		if n.unsampledPartitions {
+			where = " (? in the partitioned queues' table)"
+		}
+		fmt.Fprintf(a.stdout, "\n%s %s%s: the management API lists a queue at once and samples its counts every few seconds (collect_statistics_interval); run status again.\n",
+			plural(n.unsampled, "queue"), notSampledYet, where)
 	}
 	if out.Unseen != "" {
 		fmt.Fprintf(a.stdout, "\n%s.\n", out.Unseen)
