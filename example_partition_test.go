@@ -18,7 +18,7 @@ func ExamplePartitioned() {
 	_ = acemq.QueueConfig{Partitions: orders.Count, Ordered: true}
 	// Output:
 	// customer-42 → orders.p2
-	// customer-7 → orders.p3
+	// customer-7 → orders.p1
 	// customer-42 → orders.p2
 	// [orders.p0 orders.p1 orders.p2 orders.p3]
 }
