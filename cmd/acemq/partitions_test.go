@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/triage"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
@@ -252,4 +254,92 @@ func partitionedBroker(t *testing.T, queue string, n int) (*memory.Broker, diale
 		}
 	}
 	return b, func(context.Context, string) (transport.Transport, error) { return b.Connect(), nil }
+}
+
+// TestTriagePartitions: acemq triage orders.dlq on a partitioned orders
+// (no orders.dlq) reads every partition's .dlq, groups their dead letters
+// together, says which partition holds how many, and a replay sends each
+// back to its own partition.
+func TestTriagePartitions(t *testing.T) {
+	t.Parallel()
+	b, dial := partitionedBroker(t, "orders", 3)
+	conn := b.Connect()
+	t.Cleanup(func() { conn.Close() })
+	created := b.Clock().Now().Add(-time.Hour)
+	for _, m := range []struct{ partition, id, reason string }{
+		{"orders.p0", "a-1", "exhausted 5 attempts: HTTP 503"},
+		{"orders.p1", "b-1", "exhausted 5 attempts: HTTP 503"},
+		{"orders.p1", "b-2", `the handler rejected it: no such customer "c-9"`},
+		{"orders.p1", "b-3", "exhausted 5 attempts: HTTP 503"},
+		{"orders.p2", "c-1", `the handler rejected it: no such customer "c-3"`},
+	} {
+		seedDeadLetter(t, conn, m.partition, m.id, m.reason, created)
+	}
+	for _, name := range []string{"orders.dlq", "orders.p*.dlq"} {
+		code, out, errOut := cli(t, dial, "triage", name, "--url", "amqp://localhost", "--json")
+		var got triageOut
+		if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+			t.Fatalf("%s: %d %v\n%s%s", name, code, err, out, errOut)
+		}
+		if got.Depth != 5 || got.Read != 5 || len(got.Groups) != 2 || len(got.Partitions) != 3 || got.Partitions[1] != (triageSource{Queue: "orders.p1.dlq", Depth: 3, Read: 3}) {
+			t.Fatalf("%s: %s", name, out)
+		}
+		ex := got.Groups[0]
+		if ex.Count != 3 || ex.SampleQueue != "orders.p0.dlq" || !slices.Equal(ex.Queues, []triage.QueueCount{{Queue: "orders.p0.dlq", Count: 1}, {Queue: "orders.p1.dlq", Count: 2}}) {
+			t.Errorf("%s: %+v", name, ex)
+		}
+	}
+	code, out, errOut := cli(t, dial, "triage", "orders.dlq", "--url", "amqp://localhost")
+	for _, want := range []string{
+		"orders.dlq: 3 partitions (orders.p0.dlq .. orders.p2.dlq), 5 ready, read 5 in 2 groups (none consumed)\n",
+		"\n  in:      orders.p0.dlq 1, orders.p1.dlq 2\n",
+		"\n  in:      orders.p1.dlq 1, orders.p2.dlq 1\n",
+		"  sample:  a-1 in orders.p0.dlq  {",
+		"act on a group: acemq triage orders.dlq --replay GROUP",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("%d: no %q in\n%s%s", code, want, out, errOut)
+		}
+	}
+
+	g := triage.ID("exhausted <n> attempts: HTTP 503")
+	code, out, errOut = cli(t, dial, "triage", "orders.dlq", "--url", "amqp://localhost", "--replay", g)
+	want := "orders.p0.dlq: group " + g + ", 1 message when read: 1 replayed to orders.p0, 0 left\n" +
+		"orders.p0.dlq: 1 message ready before, 0 after\n" +
+		"orders.p1.dlq: group " + g + ", 2 messages when read: 2 replayed to orders.p1, 0 left\n" +
+		"orders.p1.dlq: 3 messages ready before, 1 after\n" +
+		"orders.dlq: group " + g + ", 3 messages in 2 partitions when read: 3 replayed, each to its own partition's queue, 0 left; in those, 4 messages ready before, 1 after\n"
+	if code != 0 || out != want {
+		t.Errorf("replay: %d\n%s\nwant\n%s%s", code, out, want, errOut)
+	}
+	for q, ids := range map[string][]string{"orders.p0": {"a-1"}, "orders.p1": {"b-1", "b-3"}, "orders.p2": nil} {
+		if got := drainIDs(t, conn, q); !slices.Equal(got, ids) {
+			t.Errorf("%s holds %v, want %v: each message back in its own partition", q, got, ids)
+		}
+	}
+
+	// A discard into one archive, with --limit counted over the set: one
+	// moved, from the first partition that holds the group; the next is
+	// not reached.
+	r := triage.ID(`the handler rejected it: no such customer "<q>"`)
+	code, out, errOut = cli(t, dial, "triage", "orders.p*.dlq", "--url", "amqp://localhost", "--discard", r, "--why", "test customers", "--operator", "alice", "--to-queue", "orders.archive", "--limit", "1", "--json")
+	var res actionOut
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil {
+		t.Fatalf("discard: %d %v\n%s%s", code, err, out, errOut)
+	}
+	if res.Moved != 1 || res.Matched != 2 || res.Left != 1 || len(res.Partitions) != 2 || res.Partitions[0].Queue != "orders.p1.dlq" || res.Partitions[0].Moved != 1 ||
+		res.Partitions[1].Queue != "orders.p2.dlq" || res.Partitions[1].Moved != 0 || res.Partitions[1].Left != 1 || res.To != "orders.archive" {
+		t.Errorf("discard: %s", out)
+	}
+	d, ok, err := conn.Get(context.Background(), "orders.archive")
+	if err != nil || !ok || d.Headers[HeaderArchivedFrom] != "orders.p1.dlq" || acemq.EnvelopeOf(d).ID != "b-2" {
+		t.Fatalf("archive: %v %v %+v", ok, err, d.Headers)
+	}
+	_ = d.Ack()
+
+	// No partition has the queue named: said.
+	code, _, errOut = cli(t, dial, "triage", "payments.p*.dlq", "--url", "amqp://localhost")
+	if code != 1 || !strings.Contains(errOut, "no partition of payments has a .dlq queue (payments.p0.dlq is not there)") {
+		t.Errorf("%d %s", code, errOut)
+	}
 }

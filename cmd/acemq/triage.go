@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ type triageOut struct {
 	Depth  int           `json:"depth"` // ready messages when triage began
 	Read   int           `json:"read"`
 	Groups []triageGroup `json:"groups"`
+	// Partitions are the queues read for a partitioned queue's
+	// set-aside queue (triage_partitions.go), by index.
+	Partitions []triageSource `json:"partitions,omitempty"`
 }
 
 // actionOut is what a replay or discard of a group did, counted as it
@@ -63,6 +67,10 @@ type actionOut struct {
 	// Interrupted: SIGINT, SIGTERM or SIGHUP stopped the move.
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Partitions, for a move over a partitioned queue's set-aside queues:
+	// each partition's move that held some of the group, by index; the
+	// counts above add them up (Before and After over those partitions).
+	Partitions []actionOut `json:"partitions,omitempty"`
 }
 
 // Why a move stopped.
@@ -179,12 +187,23 @@ Examples:
 	}
 	defer t.Close()
 
-	if code, ok := a.mayRead(fs, t, *management, *spend, *queue); !ok {
-		return code
-	}
-	info, err := t.Inspect(a.ctx, *queue)
+	set, partitioned, err := a.triageSet(t, *queue)
 	if err != nil {
 		return a.fail(fs, err)
+	}
+	if *toQueue != "" && slices.Contains(set, *toQueue) {
+		return a.usageError(fs, "--to-queue is a queue being triaged")
+	}
+	depths := make([]int, len(set))
+	for i, q := range set {
+		if code, ok := a.mayRead(fs, t, *management, *spend, q); !ok {
+			return code
+		}
+		info, err := t.Inspect(a.ctx, q)
+		if err != nil {
+			return a.fail(fs, err)
+		}
+		depths[i] = info.Messages
 	}
 	r, closeRead, code := a.openReadPath(fs, t)
 	if r == nil {
@@ -193,9 +212,9 @@ Examples:
 	defer closeRead()
 	t = r
 	sel := *replayGroup + *discardGroup
-	out, err := a.scan(t, *queue, info.Messages, *readN, *excerpt, *every, *asJSON)
+	out, err := a.scanSet(t, *queue, set, depths, partitioned, *readN, *excerpt, *every, *asJSON)
 	if err != nil && a.ctx.Err() != nil {
-		fmt.Fprintf(a.stderr, "interrupted: read %d of %d, moved 0 (all given back)\n", out.Read, info.Messages)
+		fmt.Fprintf(a.stderr, "interrupted: read %d of %d, moved 0 (all given back)\n", out.Read, out.Depth)
 		return exitError
 	}
 	if err != nil {
@@ -210,13 +229,18 @@ Examples:
 		return exitOK
 	}
 	matched := 0
+	var group triageGroup
 	for _, g := range out.Groups {
 		if g.ID == sel || g.Key == sel {
-			matched = g.Count
+			matched, group = g.Count, g
 		}
 	}
 	if matched == 0 {
 		return a.fail(fs, fmt.Errorf("no message of the %d read in %s is in group %q (acemq triage %s lists the groups)", out.Read, *queue, escape.String(sel), *queue))
+	}
+	if partitioned {
+		return a.triageMoveSet(fs, t, out, group, sel, setFlags{replay: *replayGroup != "", to: *to, toFile: *toFile, toQueue: *toQueue,
+			operator: *operator, why: *why, limit: *limit, keep: *noRestart, every: progressOf(*every, *asJSON), asJSON: *asJSON})
 	}
 	a.settle(t, *queue, out.Depth)
 	res := actionOut{Queue: *queue, Group: sel, Matched: matched, Before: out.Depth}
@@ -292,29 +316,7 @@ func progressOf(every time.Duration, asJSON bool) time.Duration {
 // scan reads up to limit messages (all depth of them when limit is 0),
 // groups them, and gives them all back.
 func (a *app) scan(t transport.Transport, queue string, depth, limit, excerpt int, every time.Duration, asJSON bool) (triageOut, error) {
-	if limit == 0 {
-		limit = depth
-	}
-	out := triageOut{Queue: queue, Depth: depth}
-	if limit == 0 {
-		out.Groups = []triageGroup{}
-		return out, nil
-	}
-	var g triage.Grouper
-	prog := a.newProgress(queue+": read", min(limit, depth), progressOf(every, asJSON))
-	n, err := a.borrow(t, queue, limit, func(d transport.Delivery) {
-		env := acemq.EnvelopeOf(d)
-		g.Add(triage.Message{ID: env.ID, Reason: env.Error, Attempt: env.Attempt, Created: env.CreatedAt, DeadLettered: deadLettered(d.Headers), Body: d.Body})
-		out.Read++
-		prog.set(out.Read)
-	})
-	prog.stop()
-	out.Read = n
-	out.Groups = []triageGroup{}
-	for _, gr := range g.Groups() {
-		out.Groups = append(out.Groups, triageGroup{Group: gr, SampleBody: escape.Cut(string(gr.SampleBody), excerpt)})
-	}
-	return out, err
+	return a.scanSet(t, queue, []string{queue}, []int{depth}, false, limit, excerpt, every, asJSON)
 }
 
 // settle waits, up to a few seconds, until queue shows at least depth
@@ -353,20 +355,40 @@ func deadLettered(h map[string]any) time.Time {
 const stamp = "2006-01-02 15:04:05Z"
 
 func (a *app) printTriage(out triageOut) {
-	fmt.Fprintf(a.stdout, "%s: %d ready, read %d in %d groups (none consumed)\n", out.Queue, out.Depth, out.Read, len(out.Groups))
+	if out.Partitions != nil {
+		queues := make([]string, len(out.Partitions))
+		for i, p := range out.Partitions {
+			queues[i] = p.Queue
+		}
+		fmt.Fprintf(a.stdout, "%s: %s (%s), %d ready, read %d in %d groups (none consumed)\n", escape.String(out.Queue), plural(len(queues), "partition"), setLabel(queues),
+			out.Depth, out.Read, len(out.Groups))
+	} else {
+		fmt.Fprintf(a.stdout, "%s: %d ready, read %d in %d groups (none consumed)\n", out.Queue, out.Depth, out.Read, len(out.Groups))
+	}
 	for _, g := range out.Groups {
 		attempts := fmt.Sprint(g.MinAttempt)
 		if g.MaxAttempt != g.MinAttempt {
 			attempts += "-" + fmt.Sprint(g.MaxAttempt)
 		}
 		fmt.Fprintf(a.stdout, "\n%s  %s  %s  attempts %s\n  reason:  %s\n", g.ID, countOf(g.Count), g.Kind, attempts, escape.String(g.Key))
+		if len(g.Queues) > 0 {
+			in := make([]string, len(g.Queues))
+			for i, c := range g.Queues {
+				in[i] = fmt.Sprintf("%s %d", escape.String(c.Queue), c.Count)
+			}
+			fmt.Fprintf(a.stdout, "  in:      %s\n", strings.Join(in, ", "))
+		}
 		if g.FirstCreated != nil {
 			fmt.Fprintf(a.stdout, "  created: %s .. %s\n", g.FirstCreated.Format(stamp), g.LastCreated.Format(stamp))
 		}
 		if g.FirstDeadLettered != nil {
 			fmt.Fprintf(a.stdout, "  dead-lettered by the broker: %s .. %s\n", g.FirstDeadLettered.Format(stamp), g.LastDeadLettered.Format(stamp))
 		}
-		fmt.Fprintf(a.stdout, "  sample:  %s  %s\n", escape.String(orDash(g.SampleID)), g.SampleBody)
+		sample := escape.String(orDash(g.SampleID))
+		if g.SampleQueue != "" {
+			sample += " in " + escape.String(g.SampleQueue)
+		}
+		fmt.Fprintf(a.stdout, "  sample:  %s  %s\n", sample, g.SampleBody)
 	}
 	if len(out.Groups) > 0 {
 		fmt.Fprintf(a.stdout, "\nact on a group: acemq triage %s --replay GROUP, or --discard GROUP --why TEXT --to-file F.jsonl\n", out.Queue)

@@ -26,6 +26,9 @@ type Message struct {
 	// entry's time); zero when unknown, as for a library's dead letter.
 	DeadLettered time.Time
 	Body         []byte
+	// Queue is the queue it was read from, when a group spans several
+	// (the partitions' .dlq of a partitioned queue); empty for one.
+	Queue string
 }
 
 // Group is the messages of one normalised reason.
@@ -54,6 +57,17 @@ type Group struct {
 	SampleID     string `json:"sample_id"`
 	SampleReason string `json:"sample_reason"`
 	SampleBody   []byte `json:"-"`
+	// SampleQueue and Queues, for messages read from several queues
+	// (Message.Queue): the queue of the sample, and how many of the group
+	// each queue holds, in the order they were first read.
+	SampleQueue string       `json:"sample_queue,omitempty"`
+	Queues      []QueueCount `json:"queues,omitempty"`
+}
+
+// QueueCount is how many of a group one queue holds.
+type QueueCount struct {
+	Queue string `json:"queue"`
+	Count int    `json:"count"`
 }
 
 // Grouper collects messages into groups.
@@ -70,10 +84,19 @@ func (g *Grouper) Add(m Message) {
 	gr := g.groups[key]
 	if gr == nil {
 		gr = &Group{ID: ID(key), Kind: Kind(m.Reason), Key: key, MinAttempt: m.Attempt, MaxAttempt: m.Attempt,
-			SampleID: m.ID, SampleReason: m.Reason, SampleBody: slices.Clone(m.Body)}
+			SampleID: m.ID, SampleReason: m.Reason, SampleBody: slices.Clone(m.Body), SampleQueue: m.Queue}
 		g.groups[key] = gr
 	}
 	gr.Count++
+	if m.Queue != "" {
+		if n := len(gr.Queues); n > 0 && gr.Queues[n-1].Queue == m.Queue {
+			gr.Queues[n-1].Count++
+		} else if i := slices.IndexFunc(gr.Queues, func(c QueueCount) bool { return c.Queue == m.Queue }); i >= 0 {
+			gr.Queues[i].Count++
+		} else {
+			gr.Queues = append(gr.Queues, QueueCount{Queue: m.Queue, Count: 1})
+		}
+	}
 	gr.MinAttempt = min(gr.MinAttempt, m.Attempt)
 	gr.MaxAttempt = max(gr.MaxAttempt, m.Attempt)
 	widen(&gr.FirstCreated, &gr.LastCreated, m.Created)
@@ -97,7 +120,9 @@ func widen(first, last **time.Time, t time.Time) {
 func (g *Grouper) Groups() []Group {
 	out := make([]Group, 0, len(g.groups))
 	for _, gr := range g.groups {
-		out = append(out, *gr)
+		c := *gr
+		c.Queues = slices.Clone(gr.Queues)
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b Group) int {
 		if a.Count != b.Count {

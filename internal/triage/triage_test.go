@@ -95,3 +95,41 @@ func FuzzKey(f *testing.F) {
 		}
 	})
 }
+
+// TestGrouperQueues: messages read from several queues (the partitions'
+// .dlq of a partitioned queue) are grouped together by reason, and each
+// group says how many each queue holds, in the order first read, and the
+// sample's queue.
+func TestGrouperQueues(t *testing.T) {
+	t.Parallel()
+	var g triage.Grouper
+	for _, m := range []struct{ id, reason, queue string }{
+		{"m-1", "exhausted 5 attempts: HTTP 503", "orders.p0.dlq"},
+		{"m-2", "the broker dead-lettered it from queue orders.p1: a consumer rejected it without requeueing it (rejected)", "orders.p1.dlq"},
+		{"m-3", "exhausted 5 attempts: HTTP 503", "orders.p1.dlq"},
+		{"m-4", "exhausted 5 attempts: HTTP 503", "orders.p1.dlq"},
+		{"m-5", "the broker dead-lettered it from queue orders.p2: a consumer rejected it without requeueing it (rejected)", "orders.p2.dlq"},
+		{"m-6", "exhausted 5 attempts: HTTP 503", "orders.p0.dlq"},
+	} {
+		g.Add(triage.Message{ID: m.id, Reason: m.reason, Attempt: 5, Queue: m.queue})
+	}
+	groups := g.Groups()
+	if len(groups) != 2 {
+		t.Fatalf("%d groups: %+v", len(groups), groups)
+	}
+	want := []triage.QueueCount{{Queue: "orders.p0.dlq", Count: 2}, {Queue: "orders.p1.dlq", Count: 2}}
+	if e := groups[0]; e.Count != 4 || e.SampleQueue != "orders.p0.dlq" || len(e.Queues) != 2 || e.Queues[0] != want[0] || e.Queues[1] != want[1] {
+		t.Errorf("exhausted: %+v", e)
+	}
+	// The broker names the partition it dead-lettered from: a number,
+	// taken out like any other.
+	if b := groups[1]; b.Count != 2 || b.SampleQueue != "orders.p1.dlq" || len(b.Queues) != 2 || b.Key != "the broker dead-lettered it from queue orders.p<n>: a consumer rejected it without requeueing it (rejected)" {
+		t.Errorf("broker: %+v", b)
+	}
+	// Read from one queue, a group names none.
+	var one triage.Grouper
+	one.Add(triage.Message{ID: "m-1", Reason: "x"})
+	if gr := one.Groups()[0]; gr.Queues != nil || gr.SampleQueue != "" {
+		t.Errorf("%+v", gr)
+	}
+}
