@@ -66,6 +66,15 @@ type config struct {
 	latencyCalibrate time.Duration // the closed-loop run that finds the maximum
 	latencyLoads     []float64     // fractions of the maximum
 	latencyRate      float64       // the maximum, msgs/s, for every system; 0 calibrates each
+	// partitions scenario (partitions.go)
+	partitionN          int
+	partitionCounts     []int
+	partitionTypes      []string // x-queue-type of every layout
+	partitionPublishers int      // publishers, each the publish scenario's
+	partitionURLs       []string // a cluster's nodes; empty: url
+	partitionCluster    int      // start a private cluster of this many nodes
+	partitionNode       string   // rabbitmqctl's -n, for the placement
+	partitionPlacement  bool     // read each queue's leader after its run
 	// relay scenario (relay.go)
 	postgresURL  string
 	relayN       int
@@ -102,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.latencyCalibrate, "latency-calibrate", 1500*time.Millisecond, "latency scenario: the closed-loop run that measures each pipeline's maximum")
 	loads := fs.String("latency-loads", "0.25,0.5,0.9", "latency scenario: the offered rates, as fractions of the maximum")
 	fs.Float64Var(&c.latencyRate, "latency-rate", 0, "latency scenario: the maximum in msgs/s for every system, instead of calibrating each")
+	partitionFlags(fs, &c)
 	fs.StringVar(&c.postgresURL, "postgres", os.Getenv("ACEMQ_POSTGRES_URL"), "PostgreSQL URL for the relay scenario (default $ACEMQ_POSTGRES_URL); without it the relay scenario is skipped")
 	fs.IntVar(&c.relayN, "relay-n", 10000, "relay scenario: rows (and raw publishes) per run")
 	fs.IntVar(&c.relayWriters, "relay-writers", 16, "relay scenario: goroutines writing one row per transaction")
@@ -112,6 +122,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	var err error
 	if c.latencyLoads, err = parseLoads(*loads); err != nil {
+		return c, err
+	}
+	if err := checkPartitionFlags(&c); err != nil {
 		return c, err
 	}
 	if c.latencySeconds <= 0 || c.latencyCalibrate <= 0 || c.latencyRate < 0 {
@@ -176,6 +189,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	progress := stderr
 	if cfg.quiet {
 		progress = io.Discard
+	}
+	if cfg.partitionCluster > 0 {
+		stopCluster, err := startPartitionCluster(&cfg, cfg.partitionCluster, progress)
+		if err != nil {
+			return err
+		}
+		defer stopCluster()
 	}
 	results, err := runAll(ctx, cfg, progress)
 	if err != nil {

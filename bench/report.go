@@ -38,8 +38,9 @@ type row struct {
 	Ratios         map[string]float64 `json:"ratios,omitempty"` // "vs_amqp091": median of the per-round ratios
 	PeakSlotsHeld  *int               `json:"peak_slots_held,omitempty"`
 	HeldMsPerRetry *float64           `json:"held_ms_per_retry,omitempty"`
-	Latency        *latencyRow        `json:"latency,omitempty"` // latency scenario: one row per system and load
-	Relay          *relayRow          `json:"relay,omitempty"`   // relay scenario, acemq's row (relay_report.go)
+	Latency        *latencyRow        `json:"latency,omitempty"`    // latency scenario: one row per system and load
+	Partitions     *partitionRow      `json:"partitions,omitempty"` // partitions scenario: one row per queue type and layout (partitions_report.go)
+	Relay          *relayRow          `json:"relay,omitempty"`      // relay scenario, acemq's row (relay_report.go)
 }
 
 func median(xs []float64) float64 {
@@ -62,6 +63,10 @@ func summarize(cfg config, results []result) []row {
 		}
 		if sc.name == "latency" {
 			rows = append(rows, latencyRows(results)...)
+			continue
+		}
+		if sc.name == "partitions" {
+			rows = append(rows, partitionRows(cfg, results)...)
 			continue
 		}
 		byRound := map[string]map[int]float64{} // system → round → msgs/s
@@ -148,11 +153,11 @@ func writeJSON(w io.Writer, rows []row) error {
 }
 
 func writeTable(w io.Writer, cfg config, rows []row) {
-	if slices.ContainsFunc(rows, func(r row) bool { return r.Scenario != "chain" && r.Latency == nil }) {
+	if slices.ContainsFunc(rows, func(r row) bool { return r.Scenario != "chain" && r.Latency == nil && r.Partitions == nil }) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "scenario\tsystem\tn\tmsgs/s (median)\tmin–max\tCPU µs/msg\tbroker CPU µs/msg\tallocs/msg\tB/msg\tpeak live heap MiB\t")
 		for _, r := range rows {
-			if r.Scenario == "chain" || r.Latency != nil {
+			if r.Scenario == "chain" || r.Latency != nil || r.Partitions != nil {
 				continue
 			}
 			broker := "-"
@@ -165,6 +170,7 @@ func writeTable(w io.Writer, cfg config, rows []row) {
 		tw.Flush()
 	}
 	writeLatencyTable(w, rows)
+	writePartitionTable(w, cfg, rows)
 	writeRelayTable(w, rows)
 	if slices.ContainsFunc(rows, func(r row) bool { return r.System == acemqSys && len(r.Ratios) > 0 }) {
 

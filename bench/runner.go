@@ -57,6 +57,9 @@ var scenarios = []*scenario{
 	{name: "latency", broker: true, n: func(config) int { return 1 }, run: map[string]runFunc{
 		acemqSys: latencyAcemq, rawSys: latencyRaw, watermillSys: latencyWatermill,
 	}},
+	{name: "partitions", broker: true, n: func(c config) int { return c.partitionN * len(partitionLayouts(c)) }, run: map[string]runFunc{
+		acemqSys: partitionsAcemq, // one queue against 1, 2 and 4 partitions, all acemq (partitions.go)
+	}},
 	{name: "relay", broker: true, postgres: true, n: func(c config) int { return c.relayN }, run: map[string]runFunc{
 		acemqSys: relayAcemq, rawSys: publishRaw, // raw: the publish scenario's own confirmed publishing
 	}},
@@ -88,6 +91,7 @@ type env struct {
 	queue string
 	admin *admin   // nil without a broker
 	extra []string // queues the run declared beside queue, deleted after it
+	round int      // from 0
 }
 
 // result is one run's measurements.
@@ -106,6 +110,8 @@ type result struct {
 	heldPerRetry time.Duration
 	// latency only: each load's percentiles (latency.go)
 	latency []loadLatency
+	// partitions only: each layout's run (partitions.go)
+	partitions []partitionRun
 	// relay only: PostgreSQL's share and the parts alone (relay.go)
 	relay *relayFigures
 }
@@ -156,6 +162,7 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 					body:  body,
 					queue: fmt.Sprintf("bench.%s.%s.%s.r%d", runID, sc.name, sys, round+1),
 					admin: adm,
+					round: round,
 				}
 				r, err := runOne(ctx, sc, sys, e)
 				if err != nil {
@@ -164,7 +171,7 @@ func runAll(ctx context.Context, cfg config, progress io.Writer) ([]result, erro
 				r.round = round + 1
 				results = append(results, r)
 				fmt.Fprintf(progress, "round %d  %-8s %-10s %10.0f msgs/s  CPU µs/msg %5.1f (broker %5.1f)  %6.1f allocs/msg  peak live heap +%.1f MiB%s\n",
-					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r)+latencyNote(r)+relayNote(r))
+					round+1, sc.name, sys, r.msgsPerSec(), micros(r.cpuPerMsg), micros(r.brokerCPUPerMsg), r.allocsPerMsg, float64(r.peakHeap)/(1<<20), retryNote(r)+latencyNote(r)+partitionsNote(r)+relayNote(r))
 			}
 		}
 	}
@@ -226,6 +233,7 @@ func runOne(ctx context.Context, sc *scenario, sys string, e *env) (result, erro
 		brokerCPUPerMsg: m.brokerCPU / time.Duration(e.n),
 		peakHeld:        m.peakHeld,
 		latency:         m.latency,
+		partitions:      m.partitions,
 		relay:           m.relay,
 	}
 	if m.retries > 0 {
@@ -265,8 +273,9 @@ type meter struct {
 	heldTotal time.Duration
 	retries   int
 
-	latency []loadLatency // latency scenario
-	relay   *relayFigures // relay scenario
+	latency    []loadLatency  // latency scenario
+	partitions []partitionRun // partitions scenario
+	relay      *relayFigures  // relay scenario
 }
 
 func (m *meter) start() {
