@@ -12,21 +12,32 @@ import (
 
 // confirmCh is one channel in confirm mode with its returns.
 //
-// Returns are correlated by the seqHeader id. The broker sends basic.return
-// before the ack of the same message, and amqp091-go hands both over from
-// one reader goroutine: the return is in the returns buffer before the
-// deferred confirmation is done. So a publisher that sees its confirmation
-// done and then drains the buffer (under mu) always finds its return there
-// or already recorded. Draining is done only under mu, never by a goroutine
-// blocked on the channel, so a return is never in the hands of someone who
-// has not recorded it yet.
+// Returns are correlated by the message's x-acemq-id when no other publish
+// in flight on the channel carries the same id (the common case: every
+// message the library publishes has a fresh or a stable id, and only a
+// republish of one id races itself), and otherwise by the seqHeader id the
+// transport adds. So most messages go out as the caller built them, with
+// no header of the transport's: no copy of the table, and no bytes more on
+// the wire. An id whose publish was forgotten before its confirm came (ctx
+// ended, no confirm in time) stays taken on the channel, since its return
+// may still come: a later publish of it goes by seqHeader.
+//
+// The broker sends basic.return before the ack of the same message, and
+// amqp091-go hands both over from one reader goroutine: the return is in
+// the returns buffer before the deferred confirmation is done. So a
+// publisher that sees its confirmation done and then drains the buffer
+// (under mu) always finds its return there or already recorded. Draining
+// is done only under mu, never by a goroutine blocked on the channel, so a
+// return is never in the hands of someone who has not recorded it yet.
 type confirmCh struct {
 	ch       *amqp.Channel
 	frameMax int // negotiated by its connection: a content header must fit
 
 	mu      sync.Mutex
 	returns chan amqp.Return // nil once amqp091-go has closed it
-	pending map[uint64]bool  // publishes in flight → returned
+	pending map[uint64]bool  // publishes in flight by seq → returned
+	byID    map[string]idState
+	ghosts  int              // entries of byID forgotten before their confirm
 	closes  chan *amqp.Error // why the channel closed, sent before confirms resolve
 	reason  *amqp.Error
 
@@ -63,39 +74,97 @@ func openConfirmCh(ctx context.Context, conn *amqpconn.Conn, returnsBuf int) (*c
 		frameMax: frameMax,
 		returns:  ch.NotifyReturn(make(chan amqp.Return, returnsBuf)),
 		pending:  make(map[uint64]bool),
+		byID:     make(map[string]idState),
 		closes:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 	}, nil
 }
 
-func (c *confirmCh) register(seq uint64) {
-	if seq == 0 {
-		return
+// idState is where a publish known by its id stands.
+type idState uint8
+
+const (
+	idWaiting  idState = iota // sent, no return seen
+	idReturned                // the broker returned it
+	idGhost                   // forgotten before its confirm: its return may still come
+)
+
+// maxGhosts bounds the ids a channel keeps for publishes forgotten before
+// their confirm; past it the channel is retired (a new one starts empty).
+const maxGhosts = 4096
+
+// ticket is how a mandatory publish in flight on a channel is known again
+// when the broker returns it: by seq, carried in seqHeader, or when seq is
+// 0 by id. The zero ticket is a publish that cannot come back (not
+// mandatory).
+type ticket struct {
+	seq uint64
+	id  string
+}
+
+// register records a publish about to be sent on c: by id when id is not
+// "" and no publish on c holds it, else by a seq taken from seqs, which
+// the caller must then send in seqHeader. A publish that is not mandatory
+// is never returned and gets the zero ticket.
+func (c *confirmCh) register(mandatory bool, id string, seqs *atomic.Uint64) ticket {
+	if !mandatory {
+		return ticket{}
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id != "" {
+		if _, taken := c.byID[id]; !taken {
+			c.byID[id] = idWaiting
+			return ticket{id: id}
+		}
+	}
+	seq := seqs.Add(1)
 	c.pending[seq] = false
-	c.mu.Unlock()
+	return ticket{seq: seq}
 }
 
-func (c *confirmCh) forget(seq uint64) {
-	if seq == 0 {
-		return
+// forget drops a publish whose return no longer matters. resolved says
+// its confirmation is done (a nack, a close): its return, if any, is
+// already in the buffer, and is drained with it. An unresolved publish
+// (not sent, ctx ended, no confirm in time) known by its id leaves the id
+// taken, since its return may still come; crowded reports that c holds
+// more such ids than maxGhosts, and should be retired.
+func (c *confirmCh) forget(t ticket, resolved bool) (crowded bool) {
+	switch {
+	case t.seq != 0:
+		c.mu.Lock()
+		delete(c.pending, t.seq)
+		c.mu.Unlock()
+	case t.id != "":
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if resolved {
+			c.drainLocked()
+			delete(c.byID, t.id)
+			return false
+		}
+		c.byID[t.id] = idGhost
+		c.ghosts++
+		return c.ghosts > maxGhosts
 	}
-	c.mu.Lock()
-	delete(c.pending, seq)
-	c.mu.Unlock()
+	return false
 }
 
-// settle forgets seq and reports whether the broker returned it. Call it
+// settle forgets t and reports whether the broker returned it. Call it
 // once the publish's deferred confirmation is done.
-func (c *confirmCh) settle(seq uint64) (returned bool) {
-	if seq == 0 {
+func (c *confirmCh) settle(t ticket) (returned bool) {
+	if t == (ticket{}) {
 		return false // not mandatory: never returned
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drainLocked()
-	returned = c.pending[seq]
-	delete(c.pending, seq)
+	if t.seq != 0 {
+		returned = c.pending[t.seq]
+		delete(c.pending, t.seq)
+		return returned
+	}
+	returned = c.byID[t.id] == idReturned
+	delete(c.byID, t.id)
 	return returned
 }
 
@@ -131,12 +200,26 @@ func (c *confirmCh) drainLocked() {
 				c.returns = nil
 				return
 			}
-			seq, found := returnSeq(r.Headers)
-			if _, waiting := c.pending[seq]; found && waiting {
-				c.pending[seq] = true
-			}
+			c.recordLocked(r.Headers)
 		default:
 			return
+		}
+	}
+}
+
+// recordLocked marks the publish a return's headers name as returned: by
+// seqHeader when it carries one, else by its id. A return of a publish
+// forgotten, or of one no longer in flight, changes nothing.
+func (c *confirmCh) recordLocked(h amqp.Table) {
+	if seq, found := returnSeq(h); found {
+		if _, waiting := c.pending[seq]; waiting {
+			c.pending[seq] = true
+		}
+		return
+	}
+	if id, ok := h[idHeader].(string); ok {
+		if st, known := c.byID[id]; known && st == idWaiting {
+			c.byID[id] = idReturned
 		}
 	}
 }

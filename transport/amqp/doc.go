@@ -74,10 +74,13 @@
 // (WithPublishChannels) with at most WithInFlight of them awaiting a
 // confirm. Publish returns once the broker confirmed: Routed is false when a
 // mandatory message reached no queue (RabbitMQ returns it, then acks it).
-// Returns are matched to their publish by the x-acemq-publish-seq header,
-// which the transport adds to every mandatory message and strips from every
-// delivery:
-// the message's own MessageID and headers stay the user's. A nack is
+// Returns are matched to their publish by the message's x-acemq-id when
+// no other publish in flight on its channel has the same id, and otherwise
+// by an x-acemq-publish-seq header that the transport adds to it and strips
+// from every delivery: the message's own MessageID and headers stay the
+// user's, and most messages go out without a header of the transport's.
+// The limits count that header on every mandatory publish, so what is
+// refused does not depend on what else is in flight. A nack is
 // transport.ErrNacked, and retires its channel: the next publish opens a
 // new one, and the old closes once its publishes in flight have settled
 // (a channel opened while a quorum queue elects its leader can go on

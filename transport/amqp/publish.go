@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,13 @@ type publisher struct {
 	seq            atomic.Uint64
 	next           atomic.Uint64
 
+	// expiry is closed and replaced at every tick of the drain loop, every
+	// tickEvery: a publish awaiting its confirm gives up after expiryTicks
+	// of them, at least confirmTimeout and at most two ticks more.
+	expiry      atomic.Pointer[chan struct{}]
+	tickEvery   time.Duration
+	expiryTicks int
+
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	retiring sync.WaitGroup // closes of retired channels, ended by the connection's close
@@ -50,6 +58,9 @@ func newPublisher(conn *amqpconn.Conn, cfg config) *publisher {
 	for i := range p.slots {
 		p.slots[i] = newSlot()
 	}
+	p.tickEvery, p.expiryTicks = expiryClock(cfg.confirmTimeout)
+	expiry := make(chan struct{})
+	p.expiry.Store(&expiry)
 	p.wg.Add(1)
 	go p.drainLoop()
 	return p
@@ -64,7 +75,7 @@ func (p *publisher) close() {
 
 func (p *publisher) drainLoop() {
 	defer p.wg.Done()
-	t := time.NewTicker(drainEvery)
+	t := time.NewTicker(p.tickEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -76,8 +87,19 @@ func (p *publisher) drainLoop() {
 					c.drain()
 				}
 			}
+			next := make(chan struct{})
+			close(*p.expiry.Swap(&next))
 		}
 	}
+}
+
+// expiryClock is the drain loop's tick for a confirm timeout, an eighth of
+// it between 10 ms and drainEvery, and the ticks a publish waits: one more
+// than fit in the timeout, since its wait begins between two ticks, so it
+// never gives up early. A loaded machine's late ticks only make it later.
+func expiryClock(timeout time.Duration) (every time.Duration, ticks int) {
+	every = min(max(timeout/8, 10*time.Millisecond), drainEvery)
+	return every, int((timeout+every-1)/every) + 1
 }
 
 func destination(p *transport.Publishing) string {
@@ -93,25 +115,23 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 			"acemq: publish to %s: %w (%s): the broker refuses publishes until the alarm clears",
 			destination(pub), transport.ErrBlocked, reason)
 	}
-	headers, err := toTable(pub.Headers)
+	headers, own, err := sendTable(pub.Headers)
 	if err != nil {
 		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: header %w", destination(pub), err)
-	}
-	// Only a mandatory publish can come back as a basic.return, so only it
-	// carries the id that matches the return to it; seq 0 means none.
-	var seq uint64
-	if pub.Mandatory {
-		if headers == nil {
-			headers = make(amqp.Table, 1)
-		}
-		seq = p.seq.Add(1)
-		headers[seqHeader] = int64(seq)
 	}
 	size, err := measure(pub, headers)
 	if err != nil {
 		return transport.Confirmation{}, err
 	}
-	msg := toPublishing(pub, headers)
+	// Only a mandatory publish can come back as a basic.return, and it is
+	// matched to its publish by its id when it has one, or by seqHeader.
+	// A seqHeader of the caller's is replaced, so never matched by id.
+	var id string
+	if pub.Mandatory {
+		if _, theirs := headers[seqHeader]; !theirs {
+			id, _ = headers[idHeader].(string)
+		}
+	}
 
 	select {
 	case p.window <- struct{}{}:
@@ -137,11 +157,25 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 		if err := fit(pub, size, c); err != nil {
 			return transport.Confirmation{}, err
 		}
-		c.register(seq)
+		t := c.register(pub.Mandatory, id, &p.seq)
+		switch {
+		case t.seq != 0:
+			if !own {
+				headers, own = maps.Clone(headers), true
+				if headers == nil {
+					headers = make(amqp.Table, 1)
+				}
+			}
+			headers[seqHeader] = int64(t.seq)
+		case own:
+			delete(headers, seqHeader) // one an earlier attempt added
+		}
 		c.begin()
-		dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, pub.Exchange, pub.RoutingKey, pub.Mandatory, false, msg)
+		dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, pub.Exchange, pub.RoutingKey, pub.Mandatory, false, toPublishing(pub, headers))
 		if err != nil {
-			c.forget(seq)
+			if c.forget(t, false) {
+				s.retire(c, p.closeRetired)
+			}
 			c.end(p.closeRetired)
 			if c.ch.IsClosed() && attempt < maxSendAttempts {
 				continue
@@ -151,8 +185,8 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 			}
 			return transport.Confirmation{}, unconfirmed(pub, classify(err))
 		}
-		conf, err := p.await(ctx, c, seq, dc, pub)
-		if errors.Is(err, transport.ErrNacked) {
+		conf, retire, err := p.await(ctx, c, t, dc, pub)
+		if retire {
 			s.retire(c, p.closeRetired)
 		}
 		c.end(p.closeRetired)
@@ -187,28 +221,35 @@ func (p *publisher) waitRetired() {
 	p.retiring.Wait()
 }
 
-// await waits for the confirm of one publish.
-func (p *publisher) await(ctx context.Context, c *confirmCh, seq uint64, dc *amqp.DeferredConfirmation, pub *transport.Publishing) (transport.Confirmation, error) {
-	timer := time.NewTimer(p.confirmTimeout)
-	defer timer.Stop()
-	select {
-	case <-dc.Done():
-		if dc.Acked() {
-			return transport.Confirmation{Routed: !c.settle(seq)}, nil
+// await waits for the confirm of one publish; retire says its channel
+// should take no more (it nacked, or holds too many forgotten ids). The
+// confirm timeout is counted in ticks of the drain loop (expiry), not on a
+// timer of its own: a timer per publish was an eighth of the transport's
+// allocations.
+func (p *publisher) await(ctx context.Context, c *confirmCh, t ticket, dc *amqp.DeferredConfirmation, pub *transport.Publishing) (conf transport.Confirmation, retire bool, err error) {
+	for ticks := 0; ; {
+		expiry := p.expiry.Load()
+		select {
+		case <-dc.Done():
+			if dc.Acked() {
+				return transport.Confirmation{Routed: !c.settle(t)}, false, nil
+			}
+			c.forget(t, true)
+			// A closed channel resolves every pending confirmation as not
+			// acked: only a channel still open has truly nacked.
+			if c.ch.IsClosed() {
+				return transport.Confirmation{}, false, p.closedBeforeConfirm(c, pub)
+			}
+			return transport.Confirmation{}, true, fmt.Errorf("acemq: publish to %s: %w", destination(pub), transport.ErrNacked)
+		case <-ctx.Done():
+			return transport.Confirmation{}, c.forget(t, false), unconfirmed(pub, ctx.Err())
+		case <-*expiry:
+			if ticks++; ticks < p.expiryTicks {
+				continue
+			}
+			return transport.Confirmation{}, c.forget(t, false),
+				unconfirmed(pub, fmt.Errorf("no confirm within %s", p.confirmTimeout))
 		}
-		c.forget(seq)
-		// A closed channel resolves every pending confirmation as not
-		// acked: only a channel still open has truly nacked.
-		if c.ch.IsClosed() {
-			return transport.Confirmation{}, p.closedBeforeConfirm(c, pub)
-		}
-		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: %w", destination(pub), transport.ErrNacked)
-	case <-ctx.Done():
-		c.forget(seq)
-		return transport.Confirmation{}, unconfirmed(pub, ctx.Err())
-	case <-timer.C:
-		c.forget(seq)
-		return transport.Confirmation{}, unconfirmed(pub, fmt.Errorf("no confirm within %s", p.confirmTimeout))
 	}
 }
 

@@ -10,10 +10,40 @@ import (
 	"github.com/acemq/acemq/internal/fieldvalue"
 )
 
-// seqHeader carries the id that correlates a basic.return with its publish:
-// amqp091-go gives returns no delivery tag, and the message's own MessageID
-// and headers belong to the user. It is stripped from every delivery.
+// seqHeader carries the id that correlates a basic.return with its publish
+// when the message's x-acemq-id cannot (confirmCh): amqp091-go gives
+// returns no delivery tag, and the message's own MessageID and headers
+// belong to the user. It is stripped from every delivery.
 const seqHeader = "x-acemq-publish-seq"
+
+// idHeader is the wire contract's message id (internal/wire.ID), by which
+// a basic.return is matched to its publish when no other publish in flight
+// on the channel has the same.
+const idHeader = "x-acemq-id"
+
+// sendTable is headers as amqp091-go is to send them: the caller's map
+// itself when every value is one amqp091-go writes as it is (own false:
+// it must not be written to), else a converted copy (toTable), which the
+// caller owns.
+func sendTable(headers map[string]any) (t amqp.Table, own bool, err error) {
+	for _, v := range headers {
+		if !sentAsIs(v) {
+			t, err := toTable(headers)
+			return t, true, err
+		}
+	}
+	return amqp.Table(headers), false, nil
+}
+
+// sentAsIs reports whether toField would hand v back unchanged: a value
+// that is neither a container nor an integer it widens.
+func sentAsIs(v any) bool {
+	switch v.(type) {
+	case nil, bool, int8, int16, int32, int64, float32, float64, string, []byte, time.Time, amqp.Decimal:
+		return true
+	}
+	return false
+}
 
 // toTable converts headers or queue arguments to an AMQP field table,
 // recursively: nested maps become tables and slices become arrays. Integers

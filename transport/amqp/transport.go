@@ -145,8 +145,10 @@ var _ transport.Checker = (*Transport)(nil)
 // writing to the socket, which no ctx interrupts, until the alarm clears or
 // the connection closes.
 //
-// The transport adds the header x-acemq-publish-seq to a mandatory publish
-// to match a basic.return to it; deliveries never show it.
+// A basic.return is matched to its publish by the message's x-acemq-id, or,
+// when that cannot tell it from another publish in flight, by the header
+// x-acemq-publish-seq, which the transport then adds; deliveries never
+// show it.
 func (t *Transport) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
 	if t.isClosed() {
 		return transport.Confirmation{}, transport.ErrClosed
