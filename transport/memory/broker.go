@@ -27,6 +27,9 @@ type Broker struct {
 	tags      uint64 // generated consumer tags
 
 	limit connLimit // SetConnectionLimit (connlimit.go)
+
+	acks   ackQueue        // Acks waiting for the lock's holder (acks.go)
+	posted []*subscription // delivered to under the lock, sent as it is released (sendout.go)
 }
 
 // Option configures a Broker.
@@ -101,8 +104,8 @@ func (b *Broker) Clock() *Clock { return b.clock }
 // the broker closed, the connection's methods return ErrClosed.
 func (b *Broker) Connect() *Conn {
 	c := &Conn{b: b, gets: holder{}}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if b.closed {
 		c.closed = true
 		return c
@@ -117,9 +120,9 @@ func (b *Broker) Connect() *Conn {
 // methods. With a virtual clock nothing needs closing: the broker starts
 // no goroutine. Close is idempotent.
 func (b *Broker) Close() error {
-	b.mu.Lock()
+	b.lock()
 	if b.closed {
-		b.mu.Unlock()
+		b.unlock()
 		return nil
 	}
 	b.closed = true
@@ -129,7 +132,7 @@ func (b *Broker) Close() error {
 	for _, q := range b.queues {
 		b.stopTimer(q)
 	}
-	b.mu.Unlock()
+	b.unlock()
 	b.wg.Wait()
 	return nil
 }

@@ -45,8 +45,8 @@ func (c *Conn) Declare(ctx context.Context, t transport.Topology) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
+	c.b.lock()
+	defer c.b.unlock()
 	if c.closed {
 		return transport.ErrClosed
 	}
@@ -59,8 +59,8 @@ func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, 
 	if err := ctx.Err(); err != nil {
 		return transport.QueueInfo{}, err
 	}
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
+	c.b.lock()
+	defer c.b.unlock()
 	if c.closed {
 		return transport.QueueInfo{}, transport.ErrClosed
 	}
@@ -99,8 +99,8 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 		return transport.Confirmation{}, faultErr(&p, fault)
 	}
 	b := c.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if c.closed {
 		return transport.Confirmation{}, transport.ErrClosed
 	}
@@ -164,13 +164,13 @@ func newMessage(p transport.Publishing) (m *message, ttl time.Duration, hasTTL b
 		ttl, hasTTL = time.Duration(ms)*time.Millisecond, true
 	}
 	m = &blk.message
-	*m = message{
+	*m = message{stored: stored{
 		exchange:   p.Exchange,
 		routingKey: p.RoutingKey,
 		keys:       keys,
 		headers:    headers,
 		props:      p.Properties,
-	}
+	}}
 	m.props.Timestamp = wholeSeconds(m.props.Timestamp)
 	switch n := len(p.Body); {
 	case p.Body == nil:
@@ -253,8 +253,8 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 		return nil, fmt.Errorf("memory: prefetch %d is outside 0..65535", opts.Prefetch)
 	}
 	b := c.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if c.closed {
 		return nil, transport.ErrClosed
 	}
@@ -292,8 +292,8 @@ func (c *Conn) Get(ctx context.Context, queue string) (transport.Delivery, bool,
 		return transport.Delivery{}, false, err
 	}
 	b := c.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if c.closed {
 		return transport.Delivery{}, false, transport.ErrClosed
 	}
@@ -316,10 +316,10 @@ func (c *Conn) Get(ctx context.Context, queue string) (transport.Delivery, bool,
 // delivery, marked redelivered; later calls return ErrClosed. It is
 // idempotent.
 func (c *Conn) Close() error {
-	c.b.mu.Lock()
+	c.b.lock()
 	c.b.closeConn(c)
 	calls := c.b.admitWaiting(false) // its connections made room
-	c.b.mu.Unlock()
+	c.b.unlock()
 	calls.run()
 	return nil
 }
@@ -371,8 +371,8 @@ func (b *Broker) lookup(name string) (*queue, error) {
 
 // Check says whether the connection can work: nil until it is closed.
 func (c *Conn) Check() error {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
+	c.b.lock()
+	defer c.b.unlock()
 	if c.closed {
 		return transport.ErrClosed
 	}

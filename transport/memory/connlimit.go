@@ -39,10 +39,10 @@ type connLimit struct {
 // too. Connect is never refused (it stands for a transport already
 // dialled), though its Conn counts.
 func (b *Broker) SetConnectionLimit(n int) {
-	b.mu.Lock()
+	b.lock()
 	b.limit.set, b.limit.max = n >= 0, n
 	calls := b.admitWaiting(true)
-	b.mu.Unlock()
+	b.unlock()
 	calls.run()
 }
 
@@ -58,7 +58,7 @@ func (b *Broker) SetConnectionLimit(n int) {
 // Conns themselves stay open: the memory transport has no reconnect of
 // its own to model.
 func (b *Broker) CloseConnections() {
-	b.mu.Lock()
+	b.lock()
 	var held []*message
 	for c := range b.conns {
 		for _, s := range c.subs {
@@ -71,7 +71,7 @@ func (b *Broker) CloseConnections() {
 	}
 	calls := b.admitWaiting(false)
 	b.giveBack(held)
-	b.mu.Unlock()
+	b.unlock()
 	calls.run()
 }
 
@@ -81,12 +81,7 @@ func (b *Broker) CloseConnections() {
 func (b *Broker) dropConnection(s *subscription) []*message {
 	b.stopConsumerTimer(s)
 	clear(s.timeout.since)
-	for len(s.ch) > 0 {
-		select {
-		case <-s.ch:
-		default:
-		}
-	}
+	s.dropUnsent() // the closed channel's deliveries, sent or not: stale
 	s.q.removeConsumer(s)
 	return s.held.takeAll()
 }

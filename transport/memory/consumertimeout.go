@@ -97,32 +97,32 @@ func (b *Broker) stopConsumerTimer(s *subscription) {
 // broker's lock (it is the user's code), between the close and the
 // consume again: nothing of the closed channel is delivered before it.
 func (b *Broker) consumerTimerDue(s *subscription, gen uint64) {
-	b.mu.Lock()
+	b.lock()
 	t := &s.timeout
 	if t.gen != gen || b.closed || s.closed {
-		b.mu.Unlock()
+		b.unlock()
 		return
 	}
 	t.timer = nil
 	oldest := s.oldestUnacked()
 	if oldest == nil {
-		b.mu.Unlock()
+		b.unlock()
 		return
 	}
 	at := t.since[oldest].Add(time.Duration(b.ackBy))
 	if b.clock.Now().Before(at) {
 		b.armConsumerTimer(s, at)
-		b.mu.Unlock()
+		b.unlock()
 		return
 	}
 	held := b.timeOut(s)
 	report := t.report
-	b.mu.Unlock()
+	b.unlock()
 	if report != nil {
 		report(time.Duration(b.ackBy))
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	b.consumeAgain(s, held)
 }
 
@@ -132,12 +132,7 @@ func (b *Broker) consumerTimerDue(s *subscription, gen uint64) {
 // stale, for consumeAgain to give back; s leaves the queue's consumers.
 func (b *Broker) timeOut(s *subscription) []*message {
 	clear(s.timeout.since)
-	for len(s.ch) > 0 { // buffered deliveries of the closed channel: stale
-		select {
-		case <-s.ch:
-		default:
-		}
-	}
+	s.dropUnsent() // the closed channel's deliveries, sent or not: stale
 	s.q.removeConsumer(s)
 	return s.held.takeAll()
 }

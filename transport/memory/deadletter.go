@@ -66,13 +66,13 @@ func (b *Broker) forward(q *queue, d *dead) bool {
 		if slices.Contains(d.settled, t) || (d.reason != reasonRejected && isCycle(t.name, d.h)) {
 			continue
 		}
-		n := &message{
+		n := &message{stored: stored{
 			exchange:   q.dlx,
 			routingKey: d.keys[0],
 			headers:    d.headers, // shared between copies: never changed
 			props:      d.props,
 			body:       d.body,
-		}
+		}}
 		if len(d.keys) > 1 {
 			n.keys = d.keys
 		}
@@ -102,8 +102,8 @@ func (b *Broker) hold(q *queue, d *dead) {
 	}
 	var retry func()
 	retry = func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
+		b.lock()
+		defer b.unlock()
 		if q.deleted || b.closed {
 			return
 		}

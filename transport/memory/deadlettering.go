@@ -8,8 +8,8 @@ package memory
 // unacked (Unacked): RabbitMQ's management API lists them as messages_dlx,
 // and a passive declare does not count them. A missing queue holds none.
 func (b *Broker) DeadLettering(queue string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if q := b.queues[queue]; q != nil {
 		return len(q.held)
 	}

@@ -15,8 +15,8 @@ func (c *Conn) DeleteQueue(ctx context.Context, queue string) error {
 		return err
 	}
 	b := c.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if c.closed {
 		return transport.ErrClosed
 	}

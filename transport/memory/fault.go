@@ -111,9 +111,9 @@ func (c *Conn) askFault(p transport.Publishing) Fault {
 	if fn == nil {
 		return Deliver
 	}
-	c.b.mu.Lock()
+	c.b.lock()
 	closed := c.closed
-	c.b.mu.Unlock()
+	c.b.unlock()
 	if closed {
 		return Deliver
 	}

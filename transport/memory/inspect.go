@@ -10,8 +10,8 @@ import (
 // Depth returns the number of ready messages in queue (not counting
 // unacked ones), or 0 when it does not exist.
 func (b *Broker) Depth(queue string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	q, err := b.lookup(queue)
 	if err != nil {
 		return 0
@@ -22,8 +22,8 @@ func (b *Broker) Depth(queue string) int {
 // Unacked returns the number of messages of queue delivered and not yet
 // settled, or 0 when it does not exist.
 func (b *Broker) Unacked(queue string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if q := b.queues[queue]; q != nil {
 		return q.unacked
 	}
@@ -34,8 +34,8 @@ func (b *Broker) Unacked(queue string) int {
 // would receive them, without taking them. Their Acknowledger refuses to
 // settle (ErrStaleDelivery). A missing queue has none.
 func (b *Broker) Peek(queue string) []transport.Delivery {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	q, err := b.lookup(queue)
 	if err != nil {
 		return nil
@@ -59,8 +59,8 @@ func (peeked) Reject(bool) error { return transport.ErrStaleDelivery }
 // they hold succeeds and does nothing, as on RabbitMQ 3.10.8, whose
 // channel stays open). It reports whether the queue existed.
 func (b *Broker) DeleteQueue(queue string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	q := b.queues[queue]
 	if q == nil {
 		return false
@@ -74,8 +74,8 @@ func (b *Broker) DeleteQueue(queue string) bool {
 // reports whether the exchange existed; the default exchange cannot be
 // deleted.
 func (b *Broker) DeleteExchange(name string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if name == "" || b.exchanges[name] == nil {
 		return false
 	}
@@ -95,8 +95,8 @@ func (b *Broker) DeleteExchange(name string) bool {
 // Unbind removes a binding and reports whether it existed; a test uses it
 // to see what a missing binding does (a rung's expired messages are lost).
 func (b *Broker) Unbind(bd transport.Binding) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	x, q := b.exchanges[bd.Exchange], b.queues[bd.Queue]
 	return x != nil && q != nil && x.unbind(q, bd.Key, false)
 }
@@ -104,8 +104,8 @@ func (b *Broker) Unbind(bd transport.Binding) bool {
 // Queue returns the declaration of queue as it stands (arguments in the
 // types a consumer of headers would see), and whether it exists.
 func (b *Broker) Queue(name string) (transport.Queue, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	q := b.queues[name]
 	if q == nil {
 		return transport.Queue{}, false
@@ -115,8 +115,8 @@ func (b *Broker) Queue(name string) (transport.Queue, bool) {
 
 // Exchange returns the declaration of an exchange and whether it exists.
 func (b *Broker) Exchange(name string) (transport.Exchange, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	x := b.exchanges[name]
 	if x == nil {
 		return transport.Exchange{}, false
@@ -128,8 +128,8 @@ func (b *Broker) Exchange(name string) (transport.Exchange, bool) {
 // exchange then key. (Every queue is also bound to the default exchange by
 // its name; that one is not listed.)
 func (b *Broker) Bindings(queue string) []transport.Binding {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	var out []transport.Binding
 	for name, x := range b.exchanges {
 		for _, bd := range x.bindings {

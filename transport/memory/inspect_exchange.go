@@ -16,8 +16,8 @@ func (c *Conn) InspectExchange(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
+	c.b.lock()
+	defer c.b.unlock()
 	if c.closed {
 		return transport.ErrClosed
 	}

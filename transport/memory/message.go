@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/acemq/acemq/transport"
@@ -10,6 +11,17 @@ import (
 // is also the delivery's Acknowledger; a requeue puts a fresh copy back, so
 // that a settled delivery stays settled (stale) forever.
 type message struct {
+	stored
+	held    *holder // the channel it is unacked on
+	settled bool    // released from held (guarded by the broker's lock)
+	// claimed is set, atomically, by the first Ack or Reject of the
+	// delivery and by its being taken back: whoever sets it settles it
+	// (acks.go).
+	claimed uint32
+}
+
+// stored is what a message is, as a requeued copy inherits it.
+type stored struct {
 	q          *queue
 	exchange   string
 	routingKey string
@@ -27,9 +39,6 @@ type message struct {
 	expires     time.Time // zero: never
 	redelivered bool
 	count       int // quorum queues: deliveries given back so far
-
-	held    *holder // the channel it is unacked on
-	settled bool
 }
 
 var _ transport.Acknowledger = (*message)(nil)
@@ -37,11 +46,10 @@ var _ transport.Acknowledger = (*message)(nil)
 // again returns the copy that goes back to the queue after m was given
 // back.
 func (m *message) again() *message {
-	n := *m
+	n := &message{stored: m.stored}
 	n.redelivered = true
-	n.held, n.settled = nil, false
 	n.spare = nil
-	return &n
+	return n
 }
 
 // routes returns the routing keys the message was published with.
@@ -52,25 +60,29 @@ func (m *message) routes() []string {
 	return []string{m.routingKey}
 }
 
-// Ack acknowledges the delivery.
-func (m *message) Ack() error { return m.settle(false, false) }
-
 // Reject rejects the delivery: back to the queue, or to the queue's
 // dead-letter exchange (dropped when it has none).
-func (m *message) Reject(requeue bool) error { return m.settle(true, requeue) }
-
-func (m *message) settle(reject, requeue bool) error {
-	q := m.q
-	b := q.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if m.settled || m.held == nil {
+func (m *message) Reject(requeue bool) error {
+	if !m.claim() {
 		return transport.ErrStaleDelivery
 	}
+	b := m.q.b
+	b.lock()
+	defer b.unlock()
+	b.settle(m, true, requeue)
+	return nil
+}
+
+// settle releases a claimed delivery and acts on it. Call with b.mu held.
+func (b *Broker) settle(m *message, reject, requeue bool) {
+	if m.settled { // taken back meanwhile: its channel closed
+		return
+	}
+	q := m.q
 	m.held.release(m)
 	q.unacked--
 	if q.deleted {
-		return nil
+		return
 	}
 	switch {
 	case !reject:
@@ -80,7 +92,6 @@ func (m *message) settle(reject, requeue bool) error {
 		b.deadLetter(q, m, reasonRejected)
 	}
 	b.dispatch(q)
-	return nil
 }
 
 // delivery is what a consumer receives: its own copy of headers and body.
@@ -114,7 +125,7 @@ func (b *Broker) delivery(m *message, ack transport.Acknowledger) transport.Deli
 func (b *Broker) deliver(s *subscription, m *message) {
 	s.held.add(m)
 	m.q.unacked++
-	s.ch <- b.delivery(m, m) // never blocks: the buffer holds prefetch
+	b.post(s, m) // sent as the lock is released (sendout.go)
 	if !m.redelivered {
 		s.probation = false // probation.go
 	}
@@ -165,6 +176,7 @@ func (h *holder) takeAll() []*message {
 	for _, m := range h.list[h.head:] {
 		if !m.settled {
 			m.settled = true
+			atomic.StoreUint32(&m.claimed, 1) // a late Ack or Reject is stale
 			out = append(out, m)
 		}
 	}

@@ -183,8 +183,8 @@ func (b *Broker) scheduleExpiry(q *queue) {
 }
 
 func (b *Broker) expiryDue(q *queue, gen uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if q.timerGen == gen {
 		q.timer = nil
 	}

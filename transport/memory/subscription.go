@@ -25,6 +25,9 @@ type subscription struct {
 	closed    bool
 	err       error // why it ended unasked; see Err
 	timeout   consumerTimer
+	posted    bool // in the broker's posted list (sendout.go)
+
+	out outbox // delivered, not sent yet (sendout.go)
 }
 
 var _ transport.Subscription = (*subscription)(nil)
@@ -39,8 +42,8 @@ func (s *subscription) Deliveries() <-chan transport.Delivery { return s.ch }
 // settleable until Close.
 func (s *subscription) Cancel(ctx context.Context) error {
 	b := s.c.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	over := s.q.handsOver(s) // singleactive.go
 	s.cancelLocked()
 	if over {
@@ -54,10 +57,10 @@ func (s *subscription) Cancel(ctx context.Context) error {
 // ErrStaleDelivery. It is idempotent.
 func (s *subscription) Close() error {
 	b := s.c.b
-	b.mu.Lock()
+	b.lock()
 	s.closeLocked()
 	calls := b.forgetConnection(s) // connlimit.go: its connection made room
-	b.mu.Unlock()
+	b.unlock()
 	calls.run()
 	return nil
 }
@@ -68,7 +71,7 @@ func (s *subscription) cancelLocked() {
 	}
 	s.canceled = true
 	s.q.removeConsumer(s)
-	close(s.ch)
+	s.c.b.closeChannel(s) // sendout.go
 }
 
 func (s *subscription) closeLocked() {
@@ -93,8 +96,8 @@ func (s *subscription) closeLocked() {
 // stays set.
 func (s *subscription) Err() error {
 	b := s.c.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	return s.err
 }
 
