@@ -222,6 +222,16 @@ func (c *consumer) resume() (transport.Subscription, *sync.WaitGroup, error) {
 // is not given up on as too old at its first delivery after it, for time
 // it spent waiting because of the breaker, not because of its retries.
 // The handler (Message.Age, middleware.MaxAge) still sees its true age.
+// judgedFor is judgedAt for an answer whose decision reads the time (a
+// retry's or a snooze's age), and the zero time for the others, which
+// decide never reads: a clock read less for every accepted message.
+func (c *consumer) judgedFor(m message, a ack.Ack) time.Time {
+	if o := a.Outcome(); o != ack.OutcomeRetry && o != ack.OutcomeSnooze {
+		return time.Time{}
+	}
+	return c.judgedAt(m)
+}
+
 func (c *consumer) judgedAt(m message) time.Time {
 	now := c.e.clock.Now()
 	if b := c.q.breaker; b != nil {

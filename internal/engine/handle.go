@@ -138,7 +138,7 @@ func (c *consumer) handle(w *worker, d transport.Delivery, p flow.Permit, handle
 			zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("answer", a.String()), zap.Stringer("took", took))
 		c.end(d, m, s.instead(settleDrop))
 	default:
-		s.verdict = decide(c.q, *m.env, a, c.judgedAt(m))
+		s.verdict = decide(c.q, *m.env, a, c.judgedFor(m, a))
 		c.settle(d, m, s)
 	}
 	return true
