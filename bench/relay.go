@@ -241,14 +241,41 @@ func relayAcemq(ctx context.Context, e *env, m *meter) (err error) {
 		return fmt.Errorf("relay alone: %w", err)
 	}
 	fig.drain = mark.since(e.n)
-	return expectQueued(e, e.cfg.channels+e.n+paced+e.n)
+
+	// The whole path again with the table's NOTIFY trigger disabled and a
+	// relay that polls every relayPoll instead: what PostgreSQL's commits
+	// do without the notification, whose commit takes a lock every
+	// notifying transaction in the server waits for (see README.md).
+	err, stop = stop(), nil
+	if err != nil {
+		return err
+	}
+	if _, err := rpool.Exec(ctx, "ALTER TABLE "+table+" DISABLE TRIGGER "+table+"_notify"); err != nil {
+		return fmt.Errorf("disable the NOTIFY trigger: %w", err)
+	}
+	if relay, err = outbox.NewRelay(o, clock, outbox.WithConcurrency(e.cfg.window), outbox.WithPollInterval(relayPoll)); err != nil {
+		return err
+	}
+	stop = start()
+	mark = markCPU(e.cfg.postgresURL, m.brokerPID)
+	if err := w.closedLoop(ctx, 4, e.n); err != nil {
+		return fmt.Errorf("without NOTIFY: %w", err)
+	}
+	fig.polled = mark.since(e.n)
+	return expectQueued(e, e.cfg.channels+e.n+paced+e.n+e.n)
 }
+
+// relayPoll is the poll interval of the relay run without NOTIFY.
+const relayPoll = 10 * time.Millisecond
 
 // relayFigures are what a relay run measures besides the meter's figures.
 type relayFigures struct {
 	pgCPU time.Duration // PostgreSQL's CPU per row over the timed part; 0 when unknown
 	write relayPart     // the writers alone, no relay running
 	drain relayPart     // the relay alone, from a table holding the n rows the writers left
+	// polled is the whole path with the NOTIFY trigger disabled and a
+	// relay polling every relayPoll.
+	polled relayPart
 }
 
 // relayPart is one half of the path run alone.

@@ -26,6 +26,9 @@ type relayRow struct {
 	// running, the relay draining what they left with no writers.
 	WritersAlone *relayPartRow `json:"writers_alone,omitempty"`
 	RelayAlone   *relayPartRow `json:"relay_alone,omitempty"`
+	// The whole path with the table's NOTIFY trigger disabled, the relay
+	// polling every 10 ms.
+	WithoutNotify *relayPartRow `json:"without_notify,omitempty"`
 }
 
 // relayPartRow is one half of the path over the rounds.
@@ -65,8 +68,8 @@ func relayNote(r result) string {
 	if f == nil {
 		return ""
 	}
-	return fmt.Sprintf("  PostgreSQL CPU µs/msg %.1f; writers alone %.0f msgs/s, relay alone %.0f msgs/s",
-		micros(f.pgCPU), f.write.rate, f.drain.rate)
+	return fmt.Sprintf("  PostgreSQL CPU µs/msg %.1f; writers alone %.0f msgs/s, relay alone %.0f msgs/s, without NOTIFY %.0f msgs/s",
+		micros(f.pgCPU), f.write.rate, f.drain.rate, f.polled.rate)
 }
 
 // withRelayFigures fills acemq's relay row from the results: the ratio's
@@ -90,7 +93,7 @@ func withRelayFigures(cfg config, rows []row, results []result) []row {
 		var ratios []float64
 		lr := &latencyRow{}
 		var maxes, offered, p50, p99, p999, mx, pg []float64
-		writes, drains := map[int]relayPart{}, map[int]relayPart{}
+		writes, drains, polls := map[int]relayPart{}, map[int]relayPart{}, map[int]relayPart{}
 		for _, round := range slices.Sorted(maps.Keys(byRound[acemqSys])) {
 			a := byRound[acemqSys][round]
 			if b, ok := byRound[rawSys][round]; ok && b.msgsPerSec() > 0 {
@@ -103,6 +106,9 @@ func withRelayFigures(cfg config, rows []row, results []result) []row {
 				}
 				if f.drain.rate > 0 {
 					drains[round] = f.drain
+				}
+				if f.polled.rate > 0 {
+					polls[round] = f.polled
 				}
 			}
 			for _, l := range a.latency {
@@ -122,6 +128,7 @@ func withRelayFigures(cfg config, rows []row, results []result) []row {
 			rr.PostgresCPUUs = median(pg)
 		}
 		rr.WritersAlone, rr.RelayAlone = partRow(writes, byRound[rawSys]), partRow(drains, byRound[rawSys])
+		rr.WithoutNotify = partRow(polls, byRound[rawSys])
 		if len(lr.N) > 0 {
 			lr.MaxMsgsPerS, lr.Offered = spreadOf(maxes), spreadOf(offered)
 			lr.P50, lr.P99, lr.P999, lr.Max = spreadOf(p50), spreadOf(p99), spreadOf(p999), spreadOf(mx)
@@ -156,7 +163,8 @@ func writeRelayTable(w io.Writer, rows []row) {
 		for _, part := range []struct {
 			name string
 			p    *relayPartRow
-		}{{"writers alone (no relay running)", rr.WritersAlone}, {"relay alone (draining what they left)", rr.RelayAlone}} {
+		}{{"writers alone (no relay running)", rr.WritersAlone}, {"relay alone (draining what they left)", rr.RelayAlone},
+			{"without NOTIFY (trigger off, 10 ms poll)", rr.WithoutNotify}} {
 			if part.p == nil {
 				continue
 			}
@@ -164,7 +172,7 @@ func writeRelayTable(w io.Writer, rows []row) {
 			if v := part.p.VsRaw; v != nil {
 				vs = fmt.Sprintf(", %.2f× raw (%.2f–%.2f×)", v.Median, v.Min, v.Max)
 			}
-			fmt.Fprintf(w, "  %-38s %.0f msgs/s (%.0f–%.0f)%s; CPU µs/msg %.1f, PostgreSQL %.1f, broker %.1f\n", part.name,
+			fmt.Fprintf(w, "  %-40s %.0f msgs/s (%.0f–%.0f)%s; CPU µs/msg %.1f, PostgreSQL %.1f, broker %.1f\n", part.name,
 				part.p.MsgsPerS.Median, part.p.MsgsPerS.Min, part.p.MsgsPerS.Max, vs, part.p.CPUPerMsgUs, part.p.PostgresUs, part.p.BrokerUs)
 		}
 		l := rr.Latency
