@@ -270,3 +270,30 @@ func TestOrderedRetryOrder(t *testing.T) {
 		})
 	}
 }
+
+// A message delayed to a partition (Outgoing.Delay to Partitioned.For)
+// arrives in that partition when due: each partition is bound to the delay
+// queues as any queue a server consumes.
+func TestPartitionDelayedPublish(t *testing.T) {
+	orders := acemq.Partitioned{Queue: "orders", Count: 3}
+	got := make(chan acemq.Partition, 1)
+	h := acemq.HandlerFunc(func(_ context.Context, m *acemq.Message) ack.Ack {
+		got <- m.Partition()
+		return ack.Accept()
+	})
+	f := start(t, &acemq.Server{Queues: map[string]acemq.QueueConfig{"orders": {Partitions: orders.Count}}}, map[string]acemq.Handler{"orders": h})
+	pub := &acemq.Publisher{Transport: f.conn, Mandatory: true}
+	if _, err := pub.Publish(context.Background(), acemq.Outgoing{RoutingKey: orders.For("customer-42"), Body: []byte("{}"), Delay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("the message waits on a level", func() bool { return onLevel(f.broker) != "" })
+	f.broker.Clock().Advance(time.Minute)
+	select {
+	case p := <-got:
+		if p != (acemq.Partition{Queue: "orders", Index: acemq.PartitionOf("customer-42", 3), Count: 3}) {
+			t.Errorf("arrived from %+v", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the delayed message did not arrive in 30s after its due time")
+	}
+}
