@@ -15,7 +15,7 @@ func ExamplePartitioned() {
 		fmt.Println(customer, "→", orders.For(customer))
 	}
 	fmt.Println(orders.Queues())
-	_ = acemq.QueueConfig{Partitions: orders.Count, Ordered: true}
+	_ = acemq.QueueConfig{Partitions: orders.Count, Ordered: true, Args: map[string]any{"x-queue-type": "quorum"}}
 	// Output:
 	// customer-42 → orders.p2
 	// customer-7 → orders.p1

@@ -22,6 +22,8 @@ func checkPartitioning(c QueueConfig) error {
 		return fmt.Errorf("Partitions %d; it must be zero (one queue) or above", c.Partitions)
 	case c.Partitions > 0 && len(c.Bindings) > 0:
 		return errors.New("Bindings on a partitioned queue: an exchange gives a copy to every partition bound to it; bind the exchange's messages to one queue, or publish to Partitioned.For(key)")
+	case c.Ordered && c.Args["x-queue-type"] != "quorum":
+		return fmt.Errorf("Ordered needs a quorum queue (Args x-queue-type quorum); this one is %v: on RabbitMQ 3.10 a classic single-active-consumer queue crashes when its active consumer cancels while holding deliveries, which is how a server drains (rabbitmq-server#5460)", orClassic(c.Args["x-queue-type"]))
 	case c.Ordered && c.Concurrency > 1:
 		return fmt.Errorf("Ordered with Concurrency %d: an ordered queue runs one handler at a time", c.Concurrency)
 	}

@@ -104,7 +104,7 @@ func TestPartitionedQueueKeepsEachKeysOrder(t *testing.T) {
 		mu.Unlock()
 		return ack.Accept()
 	})
-	srv := &acemq.Server{Queues: map[string]acemq.QueueConfig{"orders": {Partitions: count, Ordered: true, Prefetch: 16}}}
+	srv := &acemq.Server{Queues: map[string]acemq.QueueConfig{"orders": {Partitions: count, Ordered: true, Prefetch: 16, Args: map[string]any{"x-queue-type": "quorum"}}}}
 	f := start(t, srv, map[string]acemq.Handler{"orders": h})
 	for q := range count {
 		if _, ok := f.broker.Queue(acemq.PartitionName("orders", q)); !ok {
@@ -180,8 +180,9 @@ func TestPartitionedSettingsRefused(t *testing.T) {
 	}{
 		{"negative count", []string{"orders"}, acemq.QueueConfig{Partitions: -1}, "Partitions -1"},
 		{"bindings", []string{"orders"}, acemq.QueueConfig{Partitions: 2, Bindings: []acemq.Binding{{Exchange: "events", Keys: []string{"order.*"}}}}, "copy to every partition"},
-		{"ordered with concurrency", []string{"orders"}, acemq.QueueConfig{Ordered: true, Concurrency: 4}, "one handler at a time"},
-		{"ordered against args", []string{"orders"}, acemq.QueueConfig{Ordered: true, Args: map[string]any{"x-single-active-consumer": false}}, "x-single-active-consumer"},
+		{"ordered with concurrency", []string{"orders"}, acemq.QueueConfig{Ordered: true, Concurrency: 4, Args: map[string]any{"x-queue-type": "quorum"}}, "one handler at a time"},
+		{"ordered against args", []string{"orders"}, acemq.QueueConfig{Ordered: true, Args: map[string]any{"x-queue-type": "quorum", "x-single-active-consumer": false}}, "x-single-active-consumer"},
+		{"ordered classic", []string{"orders"}, acemq.QueueConfig{Ordered: true}, "Ordered needs a quorum queue"},
 		{"a partition served too", []string{"orders", "orders.p1"}, acemq.QueueConfig{Partitions: 2}, `also serves "orders.p1"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,7 +248,7 @@ func TestOrderedRetryOrder(t *testing.T) {
 				}
 				return ack.Accept()
 			})
-			srv := &acemq.Server{Retry: c.policy, Queues: map[string]acemq.QueueConfig{"orders": {Partitions: 1, Ordered: true}}}
+			srv := &acemq.Server{Retry: c.policy, Queues: map[string]acemq.QueueConfig{"orders": {Partitions: 1, Ordered: true, Args: map[string]any{"x-queue-type": "quorum"}}}}
 			f := start(t, srv, map[string]acemq.Handler{"orders": h})
 			p := acemq.Partitioned{Queue: "orders", Count: 1}
 			for _, body := range []string{"m0", "m1", "m2"} {

@@ -103,7 +103,12 @@ type QueueConfig struct {
 	// x-single-active-consumer, so that one consumer among all the
 	// servers' takes its messages at a time and the next takes over when
 	// it goes, and its handler runs one message at a time (Concurrency
-	// must be 0 or 1). A retry, a delay or a consumer's death reorder:
+	// must be 0 or 1). It needs a quorum queue (Args x-queue-type quorum):
+	// RabbitMQ 3.10's classic single-active-consumer queues crash when the
+	// active consumer cancels holding deliveries, as a drain does. On
+	// RabbitMQ the active consumer takes one delivery at a time (the
+	// probation's second consumer registers behind the others and waits),
+	// whatever Prefetch says. A retry, a delay or a consumer's death reorder:
 	// docs/operators.md says how. Turning it on for an existing queue is
 	// refused by the broker (inequivalent arg x-single-active-consumer):
 	// the queue must be declared again.

@@ -88,7 +88,7 @@ func run(out io.Writer, url string) error {
 		return ack.Accept()
 	})
 	srv := &acemq.Server{Transport: t, Handler: mux, Queues: map[string]acemq.QueueConfig{
-		ledger.Queue: {Partitions: ledger.Count, Ordered: true},
+		ledger.Queue: {Partitions: ledger.Count, Ordered: true, Args: map[string]any{"x-queue-type": "quorum"}},
 	}}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(ctx) }()
