@@ -198,3 +198,38 @@ func muxFor(queue string, h acemq.Handler) *acemq.Mux {
 	mux.Handle(queue, h)
 	return mux
 }
+
+// An ordered partition takes up to its Prefetch from the broker while its
+// one handler works, not one delivery at a time: the server tells the
+// transport the queue is single-active-consumer, so it skips the
+// probation, whose second consumer would wait behind every other and
+// never be active.
+func TestRabbitMQOrderedPartitionPrefetches(t *testing.T) {
+	const prefetch, sent = 4, 6
+	r := newRabbit(t)
+	q := r.queue()
+	p := acemq.Partitioned{Queue: q, Count: 1}
+	started, release := make(chan struct{}, sent), make(chan struct{})
+	var handled sync.WaitGroup
+	handled.Add(sent)
+	h := acemq.HandlerFunc(func(context.Context, *acemq.Message) ack.Ack {
+		started <- struct{}{}
+		<-release
+		handled.Done()
+		return ack.Accept()
+	})
+	cfg := partitionedQuorum(1)
+	cfg.Prefetch = prefetch
+	r.serveMux(r.tr, &acemq.Server{Handler: muxFor(q, h), Queues: map[string]acemq.QueueConfig{q: cfg}})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free) // before the server's shutdown, should the test fail
+	for i := range sent {
+		r.publish(p.For("k"), fmt.Sprint("m", i))
+	}
+	<-started
+	r.eventually(fmt.Sprintf("%d of %d held by the consumer (the prefetch)", prefetch, sent), func() bool {
+		return r.depth(p.For("k")) == sent-prefetch
+	})
+	free()
+	handled.Wait()
+}

@@ -78,6 +78,16 @@ type ConsumeOptions struct {
 	Prefetch int
 	// Tag names the consumer; empty lets the transport choose.
 	Tag string
+	// SingleActive says the queue is single-active-consumer
+	// (x-single-active-consumer, as an ordered queue is declared), so the
+	// subscription takes up to Prefetch from its first delivery, without
+	// the amqp transport's probation: the probation's second consumer
+	// would register behind every other consumer of the queue and never
+	// be active, leaving the subscription at one delivery at a time. The
+	// price is the probation's protection: a process that dies holding
+	// Prefetch deliveries has each of them counted against a quorum
+	// queue's delivery limit, not only the one that killed it.
+	SingleActive bool
 	// OnConsumerTimeout, when set, is told each time the broker closes the
 	// subscription's channel because a delivery stayed unacknowledged past
 	// its consumer timeout (RabbitMQ's consumer_timeout: 406

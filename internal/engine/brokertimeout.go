@@ -45,8 +45,10 @@ func (c *consumer) handlerTimeout() time.Duration {
 	return d
 }
 
-// consumeOptions are the options q is consumed with: its prefetch, and
-// the report of the broker's consumer timeouts. It first learns the
+// consumeOptions are the options q is consumed with: its prefetch,
+// whether it is single-active-consumer (an ordered queue: no probation,
+// whose second consumer would never be active), and the report of the
+// broker's consumer timeouts. It first learns the
 // timeout q's declaration states (x-consumer-timeout), so that a
 // HandlerTimeout above it is warned of at start-up.
 func (e *Engine) consumeOptions(q *queueRun) transport.ConsumeOptions {
@@ -55,6 +57,7 @@ func (e *Engine) consumeOptions(q *queueRun) transport.ConsumeOptions {
 	}
 	return transport.ConsumeOptions{
 		Prefetch:          q.prefetch,
+		SingleActive:      q.args["x-single-active-consumer"] == true,
 		OnConsumerTimeout: func(timeout time.Duration) { e.consumerTimedOut(q, timeout, time.Now()) },
 	}
 }

@@ -62,6 +62,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		queue:    queue,
 		tag:      tag,
 		prefetch: prefetch,
+		single:   opts.SingleActive,
 		timedOut: opts.OnConsumerTimeout,
 		out:      make(chan transport.Delivery, prefetch),
 		stop:     make(chan struct{}),
@@ -106,6 +107,7 @@ type subscription struct {
 	queue    string
 	tag      string
 	prefetch int
+	single   bool                // ConsumeOptions.SingleActive: no probation
 	timedOut func(time.Duration) // ConsumeOptions.OnConsumerTimeout; nil for none
 	out      chan transport.Delivery
 
@@ -259,7 +261,9 @@ func (s *subscription) halt() {
 
 // open makes a channel consuming the queue, with the ledger of its acks.
 // With a prefetch over 1 it consumes on probation (probation.go): at
-// prefetch 1 until forward sees a delivery that is not redelivered.
+// prefetch 1 until forward sees a delivery that is not redelivered;
+// unless the queue is single-active-consumer, where the probation's
+// second consumer would never be active.
 func (s *subscription) open(ctx context.Context) (*consumeCh, error) {
 	ch, err := s.conn.ChannelUnlessRefused(ctx)
 	if err != nil {
@@ -267,7 +271,7 @@ func (s *subscription) open(ctx context.Context) (*consumeCh, error) {
 	}
 	c := &consumeCh{
 		ch:         ch,
-		probation:  s.prefetch > 1,
+		probation:  s.prefetch > 1 && !s.single,
 		closes:     ch.NotifyClose(make(chan *amqp.Error, 1)),
 		rawCancels: ch.NotifyCancel(make(chan string, 2)), // one per consumer: amqp091-go blocks on a full one
 	}

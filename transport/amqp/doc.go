@@ -50,7 +50,8 @@
 // Each subscription has its own channel, on probation at first (at
 // basic.qos 1 while its deliveries are redelivered, so that a poison that
 // takes the connection down charges a quorum queue's delivery limit alone;
-// then a second consumer takes the rest of the prefetch: probation.go);
+// then a second consumer takes the rest of the prefetch: probation.go;
+// not on a single-active-consumer queue, ConsumeOptions.SingleActive);
 // deliveries are settled on the channel they arrived on. Acks
 // are folded into multiple-acks, which costs the broker's queue process
 // far less than an ack frame per message: acks wait up to a millisecond,

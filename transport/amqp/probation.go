@@ -34,6 +34,12 @@ import (
 // forward hands their deliveries on in tag order. The cost is one
 // basic.qos and one basic.consume per channel, once.
 //
+// A single-active-consumer queue (ConsumeOptions.SingleActive) gets no
+// probation: the broker delivers to one consumer of the queue, the first
+// registered, so the second would wait behind every other consumer and
+// the subscription would stay at prefetch 1 for as long as it lives.
+// Such a subscription consumes at its prefetch from the start.
+//
 // Redelivered alone says a delivery was returned: RabbitMQ 3.10.8 sets it
 // on every return, and a quorum queue adds x-delivery-count then. That
 // header alone is not read: a foreign publisher may have copied it onto a

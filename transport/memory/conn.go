@@ -275,8 +275,9 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 		b.tags++
 		tag = "amq.ctag-memory-" + strconv.FormatUint(b.tags, 10)
 	}
-	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, probation: prefetch > 1, // probation.go
-		ch: make(chan transport.Delivery, prefetch)}
+	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, single: opts.SingleActive,
+		probation: prefetch > 1 && !opts.SingleActive, // probation.go
+		ch:        make(chan transport.Delivery, prefetch)}
 	b.watchRefusals(s, opts.OnRefused)
 	s.reportTimeoutsTo(opts.OnConsumerTimeout)
 	c.subs = append(c.subs, s)

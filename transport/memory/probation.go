@@ -29,7 +29,7 @@ func (q *queue) consumerCount() int {
 	}
 	n := len(q.consumers)
 	for _, s := range q.consumers {
-		if !s.probation && s.prefetch > 1 {
+		if !s.probation && !s.single && s.prefetch > 1 {
 			n++
 		}
 	}

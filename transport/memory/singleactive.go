@@ -9,11 +9,13 @@ package memory
 // back (redelivered, ahead of the ready messages) only when that closes.
 //
 // The active subscription takes one delivery at a time, whatever its
-// prefetch: on RabbitMQ the amqp transport consumes at prefetch 1 and,
-// after its probation, adds a second consumer on the same channel for the
-// rest of the prefetch (probation.go); that one registers after every
-// consumer already there and so waits behind them, and the first, at
-// prefetch 1, stays the active one for as long as the subscription lives.
+// prefetch, unless it was consumed with ConsumeOptions.SingleActive: on
+// RabbitMQ the amqp transport consumes at prefetch 1 and, after its
+// probation, adds a second consumer on the same channel for the rest of
+// the prefetch (probation.go); that one registers after every consumer
+// already there and so waits behind them, and the first, at prefetch 1,
+// stays the active one for as long as the subscription lives. Told
+// SingleActive, it skips the probation and takes up to its prefetch.
 //
 // Not modelled: RabbitMQ 3.10.8's classic queue serves no one after its
 // active consumer is cancelled while holding deliveries, and crashes
@@ -25,7 +27,8 @@ func (q *queue) active() *subscription {
 	if len(q.consumers) == 0 {
 		return nil
 	}
-	if s := q.consumers[0]; s.held.live < 1 {
+	s := q.consumers[0]
+	if s.single && s.room() || s.held.live < 1 {
 		return s
 	}
 	return nil

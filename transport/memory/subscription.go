@@ -16,6 +16,7 @@ type subscription struct {
 	q        *queue
 	tag      string
 	prefetch int
+	single   bool // ConsumeOptions.SingleActive: no probation, one consumer (singleactive.go)
 	ch       chan transport.Delivery
 
 	// guarded by the broker's lock

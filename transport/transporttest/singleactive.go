@@ -17,6 +17,7 @@ func init() {
 		testCase{"SingleActiveConsumerClose", testSingleActiveClose},
 		testCase{"SingleActiveConsumerQuorumCancel", testSingleActiveQuorumCancel},
 		testCase{"SingleActiveConsumerRedeclare", testSingleActiveRedeclare},
+		testCase{"SingleActiveConsumerPrefetch", testSingleActivePrefetch},
 	)
 }
 
@@ -188,4 +189,53 @@ func testSingleActiveRedeclare(t *testing.T, e *env) {
 			t.Errorf("%s queue declared with a string: %q does not name the argument", kind, msg)
 		}
 	}
+}
+
+// testSingleActivePrefetch: told the queue is single-active-consumer
+// (ConsumeOptions.SingleActive), the active consumer takes up to its
+// prefetch from its first delivery, with no probation, on either queue
+// type; the one behind it still gets nothing; and it is one consumer,
+// not two, in Inspect (a classic queue shows both subscriptions, a
+// quorum queue its active one alone).
+func testSingleActivePrefetch(t *testing.T, e *env) {
+	for _, quorum := range []bool{false, true} {
+		kind := map[bool]string{false: "classic", true: "quorum"}[quorum]
+		pub := e.conn()
+		q := e.queue(pub, kind+".prefetch", singleActive(quorum))
+		a := e.consumeSingle(e.conn(), q, 3)
+		b := e.consumeSingle(e.conn(), q, 3)
+		for i := 1; i <= 5; i++ {
+			e.send(pub, q, fmt.Sprint("m", i))
+		}
+		held := []transport.Delivery{e.recvBody(a, "m1"), e.recvBody(a, "m2"), e.recvBody(a, "m3")}
+		e.none(a) // the prefetch, 3, is full
+		e.none(b)
+		want := map[bool]int{false: 2, true: 1}[quorum]
+		e.eventually(func() (bool, string) {
+			info, err := pub.Inspect(e.ctx(), q)
+			if err != nil {
+				return false, fmt.Sprintf("Inspect: %v", err)
+			}
+			return info.Consumers == want, fmt.Sprintf("%s queue shows %d consumers, want %d", kind, info.Consumers, want)
+		})
+		for _, d := range held {
+			e.ack(d)
+		}
+		e.ack(e.recvBody(a, "m4"))
+		e.ack(e.recvBody(a, "m5"))
+		e.none(b)
+		e.depth(pub, q, 0)
+	}
+}
+
+// consumeSingle subscribes to a single-active-consumer queue, saying so;
+// the test closes the subscription when it ends.
+func (e *env) consumeSingle(c transport.Transport, queue string, prefetch int) transport.Subscription {
+	e.t.Helper()
+	s, err := c.Consume(e.ctx(), queue, transport.ConsumeOptions{Prefetch: prefetch, SingleActive: true})
+	if err != nil {
+		e.t.Fatalf("Consume %q: %v", queue, err)
+	}
+	e.t.Cleanup(func() { _ = s.Close() })
+	return s
 }
