@@ -219,20 +219,24 @@ func TestDecideForAPartition(t *testing.T) {
 }
 
 // What ordering holds is what docs/operators.md says: a retry goes behind
-// the messages published after it. Waiting in the process, it holds the
-// ordered queue's one handler (the messages behind it wait too), and its
-// copy then goes to the back of the queue; waiting in the broker (a rung,
-// the delay queues), it leaves the queue while the messages behind it go
-// ahead.
+// the messages published after it. Waiting in the process, it holds one
+// of the ordered queue's Prefetch slots but not its handler, so the
+// messages behind it go ahead meanwhile (at Prefetch 1 they wait for it),
+// and its copy then goes to the back of the queue; waiting in the broker
+// (a rung, the delay queues), it leaves the queue while the messages
+// behind it go ahead.
 func TestOrderedRetryOrder(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		policy retry.Policy
-		onRung bool
-		want   string
+		name     string
+		policy   retry.Policy
+		onRung   bool
+		prefetch int
+		ahead    int // handlings before the wait ends: m0's first, and the ones that went ahead
+		want     string
 	}{
-		{"in the process", retry.Fixed(2, time.Second), false, "m0@1 m1@1 m2@1 m0@2"},
-		{"on a rung", retry.Fixed(2, time.Second).WithBrokerWaitThreshold(time.Second), true, "m0@1 m1@1 m2@1 m0@2"},
+		{"in the process", retry.Fixed(2, time.Second), false, 0, 3, "m0@1 m1@1 m2@1 m0@2"},
+		{"in the process at prefetch 1", retry.Fixed(2, time.Second), false, 1, 1, "m0@1 m1@1 m2@1 m0@2"},
+		{"on a rung", retry.Fixed(2, time.Second).WithBrokerWaitThreshold(time.Second), true, 0, 3, "m0@1 m1@1 m2@1 m0@2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var (
@@ -248,7 +252,7 @@ func TestOrderedRetryOrder(t *testing.T) {
 				}
 				return ack.Accept()
 			})
-			srv := &acemq.Server{Retry: c.policy, Queues: map[string]acemq.QueueConfig{"orders": {Partitions: 1, Ordered: true, Args: map[string]any{"x-queue-type": "quorum"}}}}
+			srv := &acemq.Server{Retry: c.policy, Queues: map[string]acemq.QueueConfig{"orders": {Partitions: 1, Ordered: true, Prefetch: c.prefetch, Args: map[string]any{"x-queue-type": "quorum"}}}}
 			f := start(t, srv, map[string]acemq.Handler{"orders": h})
 			p := acemq.Partitioned{Queue: "orders", Count: 1}
 			for _, body := range []string{"m0", "m1", "m2"} {
@@ -259,7 +263,7 @@ func TestOrderedRetryOrder(t *testing.T) {
 				f.eventually("m0 on its rung, m1 and m2 handled", func() bool { return f.broker.Depth(rung) == 1 && count() == 3 })
 				f.broker.Clock().Advance(time.Second) // the rung's TTL
 			} else {
-				f.eventually("m0 handled once", func() bool { return count() == 1 })
+				f.eventually(fmt.Sprintf("%d handled while m0 waits in the process", c.ahead), func() bool { return count() == c.ahead })
 				f.advance(1, time.Second) // m0's wait in the process
 			}
 			f.eventually("all four handlings", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 4 })
