@@ -101,3 +101,16 @@ func (s *Server) receiver() func(transport.Delivery, func() time.Time) (any, *wi
 		return m, &m.env
 	}
 }
+
+// spreadPartition gives partition i's own queue in top its home node
+// (transport.Queue.Home), so that a transport that knows several nodes of
+// a cluster declares partition i through node i modulo their number, and
+// the partitions' leaders spread over the cluster: RabbitMQ's default
+// leader locator is client-local. Its .dlq, .parked and rungs have none.
+func spreadPartition(top transport.Topology, queue string, i int) {
+	for k := range top.Queues {
+		if top.Queues[k].Name == queue {
+			top.Queues[k].Home = i + 1
+		}
+	}
+}

@@ -60,7 +60,7 @@ func (s *Server) queueRuns() ([]engine.Queue, error) {
 		if err := checkPartitioning(c); err != nil {
 			return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
 		}
-		for _, physical := range physicalQueues(name, c) {
+		for j, physical := range physicalQueues(name, c) {
 			if physical != name && slices.Contains(names, physical) {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q] has %d partitions, and the handler also serves %q, one of them", name, c.Partitions, physical)
 			}
@@ -71,6 +71,9 @@ func (s *Server) queueRuns() ([]engine.Queue, error) {
 			q := s.resolve(physical, c)
 			q.Args = orderedArgs(args, c.Ordered)
 			q.Topology = Topology(physical, q.Policy, q.Args)
+			if c.Partitions > 0 {
+				spreadPartition(q.Topology, physical, j)
+			}
 			runs = append(runs, q)
 		}
 	}

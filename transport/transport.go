@@ -202,6 +202,17 @@ type Queue struct {
 	// from it.
 	Exclusive bool
 	Args      map[string]any // x-message-ttl, x-dead-letter-exchange, x-queue-type, ...
+	// Home, when positive, asks a transport that knows several nodes of
+	// one cluster to declare the queue through node Home-1 modulo their
+	// number (in the order it was given their URLs): RabbitMQ's default
+	// leader locator is client-local, so a queue declared without
+	// x-queue-leader-locator (or x-queue-master-locator) is led by that
+	// node. It is how a partitioned queue's partitions are spread over a
+	// cluster: partition i has Home i+1 (its .dlq, .parked and rungs have
+	// none). Zero is any node; a transport that knows one node ignores
+	// it, and so does a declare of a queue that exists already (its
+	// leader stays where it is).
+	Home int
 }
 
 // Binding binds Queue to Exchange with Key.

@@ -30,8 +30,9 @@ const (
 
 // TestFaultPartitionLeaderKilled: a three-node cluster, and a queue of
 // four ordered quorum partitions (QueueConfig{Partitions: 4, Ordered:
-// true}) whose leaders x-queue-leader-locator "balanced" spreads over the
-// nodes, with the broker's delivery limit and its route into each
+// true}) whose leaders the server spreads over the nodes (partition i
+// declared through node i mod 3, the transport given every node's URL:
+// transport.Queue.Home), with the broker's delivery limit and its route into each
 // partition's .dlq. Three servers, each connected to a different node,
 // serve it; the one connected to the victim node starts first, so that
 // it is every partition's single active consumer. Six producer goroutines,
@@ -95,7 +96,7 @@ func TestFaultPartitionLeaderKilled(t *testing.T) {
 		Ordered:       true,
 		DeliveryLimit: partitionLimit,
 		Prefetch:      8,
-		Args:          map[string]any{"x-queue-type": "quorum", "x-queue-leader-locator": "balanced"},
+		Args:          map[string]any{"x-queue-type": "quorum"},
 	}
 	newServer := func(h acemq.Handler) *acemq.Server {
 		mux := acemq.NewMux()
@@ -105,11 +106,11 @@ func TestFaultPartitionLeaderKilled(t *testing.T) {
 	}
 	l := newLedger()
 
-	// A first server, through node 0, declares the partitions (placed by
-	// the locator) and their classic queues (.dlq, .parked, on node 0,
-	// which survives); it stops again, so that the fleet below chooses
-	// the active consumers.
-	admin := dial(t, nodes[0].URL, log)
+	// A first server, through node 0 and given the others' URLs, declares
+	// the partitions (partition i through node i mod 3) and their classic
+	// queues (.dlq, .parked, through node 0, which survives); it stops
+	// again, so that the fleet below chooses the active consumers.
+	admin := dial(t, nodes[0].URL, log, rabbitmq.WithURLs(nodes[1].URL, nodes[2].URL))
 	first := serve(t, admin, parts.For(""), newServer(l.handler(0)), nil, log)
 	polltest.Within(t, 60*time.Second, "the first server consumes every partition", func() bool {
 		return consumersOn(admin, parts.Queues()) >= 1
@@ -126,9 +127,11 @@ func TestFaultPartitionLeaderKilled(t *testing.T) {
 	for _, n := range nodes {
 		spread = append(spread, fmt.Sprintf("%s leads %v", n.Name, byNode[n.Name]))
 	}
-	t.Logf("%s: with x-queue-leader-locator balanced, declared through node 0: %s", name, strings.Join(spread, "; "))
-	if len(byNode) < 2 {
-		t.Fatalf("%s: the locator put every partition's leader on one node: %v", name, led)
+	t.Logf("%s: partitions spread by the server: %s", name, strings.Join(spread, "; "))
+	for i, p := range parts.Queues() {
+		if want := nodes[i%len(nodes)].Name; led[p] != want {
+			t.Errorf("%s: %s is led by %q, want %s (partition %d through node %d of %d)", name, p, led[p], want, i, i%len(nodes), len(nodes))
+		}
 	}
 	victim := -1
 	for i := 1; i < len(nodes); i++ {

@@ -95,6 +95,12 @@ func (t *Transport) Declare(ctx context.Context, top transport.Topology) error {
 	if t.isClosed() {
 		return transport.ErrClosed
 	}
+	if len(t.cfg.urls) > 1 {
+		var err error
+		if top, err = t.declareAtHome(ctx, top); err != nil { // home.go
+			return err
+		}
+	}
 	return t.topo.declare(ctx, t.consume, top)
 }
 
