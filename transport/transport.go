@@ -204,7 +204,8 @@ type Queue struct {
 	Args      map[string]any // x-message-ttl, x-dead-letter-exchange, x-queue-type, ...
 	// Home, when positive, asks a transport that knows several nodes of
 	// one cluster to declare the queue through node Home-1 modulo their
-	// number (in the order it was given their URLs): RabbitMQ's default
+	// number (the amqp transport counts its URLs in sorted order, so that
+	// servers given them in different orders agree): RabbitMQ's default
 	// leader locator is client-local, so a queue declared without
 	// x-queue-leader-locator (or x-queue-master-locator) is led by that
 	// node. It is how a partitioned queue's partitions are spread over a

@@ -107,7 +107,8 @@ func TestFaultPartitionLeaderKilled(t *testing.T) {
 	l := newLedger()
 
 	// A first server, through node 0 and given the others' URLs, declares
-	// the partitions (partition i through node i mod 3) and their classic
+	// the partitions (partition i through node i mod 3, the nodes counted
+	// in their URLs' sorted order) and their classic
 	// queues (.dlq, .parked, through node 0, which survives); it stops
 	// again, so that the fleet below chooses the active consumers.
 	admin := dial(t, nodes[0].URL, log, rabbitmq.WithURLs(nodes[1].URL, nodes[2].URL))
@@ -128,9 +129,10 @@ func TestFaultPartitionLeaderKilled(t *testing.T) {
 		spread = append(spread, fmt.Sprintf("%s leads %v", n.Name, byNode[n.Name]))
 	}
 	t.Logf("%s: partitions spread by the server: %s", name, strings.Join(spread, "; "))
+	homes := slices.SortedFunc(slices.Values(nodes), func(a, b *brokertest.Node) int { return strings.Compare(a.URL, b.URL) })
 	for i, p := range parts.Queues() {
-		if want := nodes[i%len(nodes)].Name; led[p] != want {
-			t.Errorf("%s: %s is led by %q, want %s (partition %d through node %d of %d)", name, p, led[p], want, i, i%len(nodes), len(nodes))
+		if want := homes[i%len(homes)].Name; led[p] != want {
+			t.Errorf("%s: %s is led by %q, want %s (partition %d through the node of the URL %d of %d in sorted order)", name, p, led[p], want, i, i%len(homes)+1, len(homes))
 		}
 	}
 	victim := -1

@@ -11,7 +11,9 @@ import (
 
 // declareAtHome declares each queue of top that has a home node
 // (transport.Queue.Home) through that node, on a connection of its own to
-// that node's URL alone, closed once it is done, so that RabbitMQ's
+// that node's URL alone (counted in the URLs' sorted order, so that a
+// fleet of servers each given the cluster's URLs in another order, to
+// connect to another node first, agree on every partition's node), closed once it is done, so that RabbitMQ's
 // default leader locator, client-local, puts a new queue's leader there.
 // It returns the rest of top, for the transport's own connection: the
 // exchanges, the queues without a home, the bindings (declared after, so
@@ -29,7 +31,8 @@ func (t *Transport) declareAtHome(ctx context.Context, top transport.Topology) (
 	}
 	rest := top
 	rest.Queues = nil
-	n := len(t.cfg.urls)
+	homes := slices.Sorted(slices.Values(t.cfg.urls)) // the same nodes in whatever order each server was given them
+	n := len(homes)
 	for _, q := range top.Queues {
 		if q.Home <= 0 {
 			rest.Queues = append(rest.Queues, q)
@@ -37,7 +40,7 @@ func (t *Transport) declareAtHome(ctx context.Context, top transport.Topology) (
 		}
 		node := (q.Home - 1) % n
 		cfg := t.connCfg
-		cfg.URLs = []string{t.cfg.urls[node]}
+		cfg.URLs = []string{homes[node]}
 		cfg.Name = t.cfg.name + " declare"
 		conn, err := amqpconn.Open(ctx, cfg)
 		if err != nil {
