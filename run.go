@@ -64,13 +64,10 @@ func (s *Server) queueRuns() ([]engine.Queue, error) {
 			if physical != name && slices.Contains(names, physical) {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q] has %d partitions, and the handler also serves %q, one of them", name, c.Partitions, physical)
 			}
-			args, err := deliveryLimitArgs(physical, c)
+			q, err := s.resolve(physical, c)
 			if err != nil {
 				return nil, fmt.Errorf("acemq: Server.Queues[%q]: %v", name, err)
 			}
-			q := s.resolve(physical, c)
-			q.Args = orderedArgs(args, c.Ordered)
-			q.Topology = Topology(physical, q.Policy, q.Args)
 			if c.Partitions > 0 {
 				spreadPartition(q.Topology, physical, j)
 			}
@@ -81,13 +78,20 @@ func (s *Server) queueRuns() ([]engine.Queue, error) {
 }
 
 // resolve settles the settings of one queue, or one partition, from c:
-// its own where set, else the server's, else the defaults.
-func (s *Server) resolve(name string, c QueueConfig) engine.Queue {
+// its own where set, else the server's, else the defaults; and the
+// arguments it is declared with (those of c, with its delivery limit and
+// its order). When c's delivery limit cannot be declared it says why,
+// and the queue has c's arguments as they are, for Decide.
+func (s *Server) resolve(name string, c QueueConfig) (engine.Queue, error) {
+	args, err := deliveryLimitArgs(name, c)
+	if err != nil {
+		args = c.Args
+	}
 	q := engine.Queue{
 		Name:          name,
 		Policy:        c.Retry,
 		Declare:       !c.NoDeclare && !s.NoDeclare,
-		Args:          orderedArgs(c.Args, c.Ordered),
+		Args:          orderedArgs(args, c.Ordered),
 		Subscriptions: subscriptions(name, c.Bindings),
 		Strict:        c.StrictDeliveryLimit,
 		DeadLetter:    DeadLetterQueue(name),
@@ -104,7 +108,7 @@ func (s *Server) resolve(name string, c QueueConfig) engine.Queue {
 	}
 	q.Prefetch = max(firstPositive(c.Prefetch, s.Prefetch, DefaultPrefetch), q.Concurrency)
 	q.Topology = Topology(name, q.Policy, q.Args)
-	return q
+	return q, err
 }
 
 // engineConfig is what the engine of one Run reads of the server.

@@ -59,7 +59,8 @@ func (s *Server) Decide(queue string, env Envelope, a ack.Ack, now time.Time) Ve
 	if env.Attempt < 1 {
 		env.Attempt = 1
 	}
-	d := engine.Decide(s.resolve(queue, s.configFor(queue)), wire.Envelope(env), a, now)
+	q, _ := s.resolve(queue, s.configFor(queue)) // a limit Run would refuse: decided without it
+	d := engine.Decide(q, wire.Envelope(env), a, now)
 	switch {
 	case d.Ack:
 		return Verdict{Settle: SettleAck}
