@@ -94,15 +94,12 @@ func partitionURLs(cfg config) []string {
 	return []string{cfg.url}
 }
 
-// partitionArgs are the queue's declaration arguments: its type, and on a
-// cluster the balanced leader locator, so that the partitions' leaders
-// land on different nodes.
-func partitionArgs(queueType string, cluster bool) map[string]any {
-	args := map[string]any{"x-queue-type": queueType}
-	if cluster {
-		args["x-queue-leader-locator"] = "balanced"
-	}
-	return args
+// partitionArgs are the queue's declaration arguments: its type. On a
+// cluster no leader locator: the servers, given every node's URL, declare
+// partition i through node i mod N (transport.Queue.Home), and the
+// default locator, client-local, makes it the leader.
+func partitionArgs(queueType string, _ bool) map[string]any {
+	return map[string]any{"x-queue-type": queueType}
 }
 
 // partitionsAcemq runs every layout once, the order rotating from round
