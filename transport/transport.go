@@ -280,6 +280,16 @@ type Checker interface {
 	Check() error
 }
 
+// Clustered is implemented by transports that may talk to a cluster:
+// Nodes is the number of broker nodes they were given (the amqp
+// transport's URLs). Above one, a server warns where a quorum queue's
+// retries wait on classic rungs, which a node lost or cut off drops
+// from. One is no proof of a single node: a load balancer may front a
+// cluster.
+type Clustered interface {
+	Nodes() int
+}
+
 // Clocked is implemented by transports that carry their own clock; a server
 // on such a transport tells time by it.
 type Clocked interface {

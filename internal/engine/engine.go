@@ -158,6 +158,7 @@ func (e *Engine) subscribe(ctx context.Context, queues []*queueRun) error {
 			}
 			continue
 		}
+		e.warnRungsOnCluster(q) // cluster.go
 		if err := e.declare(ctx, q); err != nil {
 			return err
 		}

@@ -106,6 +106,12 @@ func (t *Transport) Declare(ctx context.Context, top transport.Topology) error {
 
 var _ transport.QueueDeleter = (*Transport)(nil)
 
+// Nodes is the number of broker URLs the transport was given: its first
+// and those of WithURLs.
+func (t *Transport) Nodes() int { return len(t.cfg.urls) }
+
+var _ transport.Clustered = (*Transport)(nil)
+
 // BrokerVersion returns the product and version the broker announced when
 // the connection opened ("RabbitMQ", "3.10.8").
 func (t *Transport) BrokerVersion(ctx context.Context) (product, version string, err error) {
