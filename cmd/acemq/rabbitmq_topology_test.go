@@ -1,0 +1,54 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport"
+)
+
+// TestRabbitMQTopologyPartitions: on RabbitMQ, what acemq topology
+// --delays --apply declares for an ordered partitioned quorum queue with
+// a delivery limit and rungs is what a Server with that QueueConfig
+// declares, every partition's queues, arguments and bindings: the Server
+// starts on it (no PRECONDITION_FAILED) and declares nothing it did not.
+// And the broker does refuse a Server whose partitions differ from what
+// was declared (ordered over unordered), so agreement is not for free.
+func TestRabbitMQTopologyPartitions(t *testing.T) {
+	t.Parallel()
+	u := rabbitVhost(t)
+	q := rabbitQueue()
+	flags := slices.Clone(orderedPartitions)
+	flags[slices.Index(flags, "orders")] = q
+	code, out, errOut := cli(t, dialRabbitMQ, append([]string{"topology", "--url", u, "--delays", "--apply", "--json"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("topology: %d\n%s%s", code, out, errOut)
+	}
+	applied := jsonLines(t, out)
+	if !slices.ContainsFunc(applied, func(l string) bool {
+		return strings.HasPrefix(l, "queue "+acemq.PartitionName(q, 2)+" ") && strings.Contains(l, "x-single-active-consumer:true")
+	}) {
+		t.Fatalf("no ordered third partition in\n%s", strings.Join(applied, "\n"))
+	}
+	tr := &declaring{Transport: rabbitTransport(t, u)}
+	if err := serveOnce(t, tr, q, partitionedConfig()); err != nil {
+		t.Fatalf("the server refused what topology declared: %v", err)
+	}
+	if got := tr.declared(); !slices.Equal(got, applied) {
+		t.Errorf("the server declared\n%s\ntopology declared\n%s", strings.Join(got, "\n"), strings.Join(applied, "\n"))
+	}
+
+	unordered := rabbitQueue()
+	flags[slices.Index(flags, q)] = unordered
+	flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--ordered" })
+	if code, out, errOut := cli(t, dialRabbitMQ, append([]string{"topology", "--url", u, "--apply"}, flags...)...); code != 0 {
+		t.Fatalf("topology: %d\n%s%s", code, out, errOut)
+	}
+	if err := serveOnce(t, rabbitTransport(t, u), unordered, partitionedConfig()); !errors.Is(err, transport.ErrPreconditionFailed) ||
+		!strings.Contains(err.Error(), "x-single-active-consumer") {
+		t.Fatalf("an ordered server on unordered partitions: %v, want PRECONDITION_FAILED for x-single-active-consumer", err)
+	}
+}
