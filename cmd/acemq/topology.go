@@ -24,7 +24,7 @@ next one that declares it. Without retry flags there are no rungs.
 
 Give the queue's settings from its acemq.QueueConfig the same way:
 --partitions N (Partitions) declares Q.p0 to Q.p{N-1} instead of Q, each
-a whole queue with its own .dlq, .parked, rungs and binding, and no Q;
+a whole queue with its own .dlq, .parked, rungs and bindings, and no Q;
 --ordered (Ordered) declares each with x-single-active-consumer, and needs
 --arg x-queue-type=quorum; --delivery-limit N (DeliveryLimit) declares
 x-delivery-limit and the route past it into each queue's own .dlq. The
@@ -40,7 +40,9 @@ it. --queue may then be left out, to declare the delay queues alone. On
 a broker before RabbitMQ 3.10 --apply declares them as classic queues, as
 a server does (a node lost while messages wait on them loses those
 messages: docs/operators.md); delay queues that an older broker declared
-classic are kept so.
+classic are kept so. A server declares the delay queues and binds its
+queues to them whatever its retry policy: with --delays, topology
+declares all that a server of Q declares.
 
 Examples:
   acemq topology --queue orders --attempts 5 --initial 10s --max 10m --apply

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -49,6 +51,16 @@ func TestTopologyPartitionsDryRun(t *testing.T) {
 	}
 	if strings.Contains(out, "queue    orders ") || strings.Contains(out, "orders.p3") || strings.Count(out, "exchange  acemq.retry") != 1 {
 		t.Errorf("declares the logical queue, a fourth partition, or the exchanges more than once:\n%s", out)
+	}
+
+	// As JSON: the logical queue, its partitions in order, and their
+	// declarations, the exchanges once.
+	code, out, _ = cli(t, noBroker, append([]string{"topology", "--json"}, orderedPartitions...)...)
+	var got topologyOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Queue != "orders" || !got.Ordered || got.Applied ||
+		fmt.Sprint(got.Partitions) != "[{orders.p0 0} {orders.p1 1} {orders.p2 2}]" || len(got.Queues) != 3*4 || len(got.Exchanges) != 2 ||
+		got.Queues[4].Name != "orders.p1" || got.Queues[4].Args["x-single-active-consumer"] != true {
+		t.Errorf("%d %v\n%s", code, err, out)
 	}
 
 	// With the delay queues: each partition's binding to them, in its group,
