@@ -169,5 +169,10 @@ func redactBreakers(services []service, redact func(string) string) {
 		for j := range services[i].Breakers {
 			services[i].Breakers[j].Why = redact(services[i].Breakers[j].Why)
 		}
+		for _, p := range services[i].Partitions { // a partition's breakers are its own
+			for k := range p.Breakers {
+				p.Breakers[k].Why = redact(p.Breakers[k].Why)
+			}
+		}
 	}
 }

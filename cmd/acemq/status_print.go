@@ -132,6 +132,9 @@ func breakerCount(services []service) int {
 	n := 0
 	for _, s := range services {
 		n += len(s.Breakers)
+		for _, p := range s.Partitions {
+			n += len(p.Breakers) // a partition's breakers are its own
+		}
 	}
 	return n
 }

@@ -265,8 +265,14 @@ type webStatus struct {
 	DelayTotal *webDelays
 	DelayRows  []queueStat
 	Triage     map[string]bool
-	Breakers   map[string][]webBreaker // by service: its breakers not closed
+	Breakers   map[string][]webBreaker // by service (a partition's by partition): its breakers not closed
 	NotClosed  string                  // "2 circuit breakers", "" for none
+	// Plain are the services that are not partitioned; Partitioned, the
+	// partitioned ones, in a table of their own (web_partitions.go).
+	Plain       []service
+	Partitioned []webPartitioned
+	Ordered     bool   // a partitioned queue is ordered: a column for the active consumer
+	Idle        string // the note on partitions without a consumer, "" for none
 }
 
 // webBreaker is a breaker as the status page shows it under its service,
@@ -293,15 +299,25 @@ func (w *webUI) statusPage(out statusOut) webStatus {
 	if n := breakerCount(out.Services); n > 0 {
 		p.NotClosed = plural(n, "circuit breaker")
 	}
-	for _, s := range out.Services {
+	addBreakers := func(s service) {
 		for _, m := range s.Breakers {
 			p.Breakers[s.Queue] = append(p.Breakers[s.Queue], webBreaker{Instance: escape.String(orDash(m.Instance)), State: escape.String(orDash(m.State)),
 				Class: breakerClass(m.State), When: breakerWhen(w.a.now(), m), Why: escape.String(m.Why), Note: escape.String(m.Note), Marker: escape.String(m.Marker)})
 		}
+	}
+	for _, s := range out.Services {
+		addBreakers(s)
+		for _, part := range s.Partitions {
+			addBreakers(part.service)
+		}
 		for _, q := range s.Queues {
 			p.Triage[q.Name] = !q.Missing && w.readable(q.Name)
 		}
+		if s.Partitions == nil {
+			p.Plain = append(p.Plain, s)
+		}
 	}
+	p.Partitioned, p.Ordered, p.Idle = w.partitionedPage(out.Services)
 	if len(out.Delays) > 0 {
 		t := delayTotal(out.Delays)
 		levels := plural(t.levels, "level")

@@ -50,7 +50,7 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 .group{border:1px solid #ccc;border-radius:4px;padding:.6em 1em;margin:.8em 0}
 .ok{background:#efe;border:1px solid #6a6;padding:.5em}
 .warn{background:#ffd;border:1px solid #cc6;padding:.3em .8em;margin:.5em 0}
-tr.breaker td{background:#fff4f0} .badge{display:inline-block;padding:0 .5em;border-radius:3px;font-weight:600;color:#fff;background:#777}
+tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} .badge{display:inline-block;padding:0 .5em;border-radius:3px;font-weight:600;color:#fff;background:#777}
 .badge.open{background:#c0392b} .badge.half-open{background:#d68910}
 </style></head><body>
 <h1><a href="/">acemq</a> · vhost <code>{{.Vhost}}</code> · {{.Title}}</h1>
@@ -63,9 +63,9 @@ tr.breaker td{background:#fff4f0} .badge{display:inline-block;padding:0 .5em;bor
 {{define "status"}}{{template "head" .}}{{$p := .}}{{with .Data}}
 <p id="source">From the {{.Source}}{{if not .ManagementError}} at {{.Management}}{{end}}: <span id="services">{{len .Services}}</span> {{if eq (len .Services) 1}}service{{else}}services{{end}}{{if .Other}}, {{len .Other}} other queues not acemq's{{end}}{{if .NotClosed}}, <span id="not-closed">{{.NotClosed}}</span> not closed{{end}}.</p>
 {{if .ManagementError}}<p class="err">{{.ManagementError}}</p>{{end}}
-{{if or .Services .Delays}}
+{{if or .Plain .Delays}}
 <table id="status"><tr><th>queue</th><th>role</th><th>messages</th><th>ready</th><th>unacked</th><th>dead-lettering</th><th>consumers</th><th>in/s</th><th>out/s</th><th>state</th><th></th></tr>
-{{range .Services}}{{range $i, $q := .Queues}}
+{{range .Plain}}{{range $i, $q := .Queues}}
 <tr{{if eq $i 0}} class="svc"{{end}} data-queue="{{esc $q.Name}}">{{template "row" $q}}
 <td>{{if index $.Data.Triage $q.Name}}<a href="/triage?queue={{$q.Name}}&amp;k={{$p.Key}}">triage</a>{{end}}</td>
 </tr>{{end}}{{range index $.Data.Breakers .Queue}}
@@ -75,10 +75,23 @@ tr.breaker td{background:#fff4f0} .badge{display:inline-block;padding:0 .5em;bor
 <td id="levels">{{.Levels}}</td><td></td></tr>{{end}}
 {{range .DelayRows}}<tr data-queue="{{esc .Name}}">{{template "row" .}}<td></td></tr>{{end}}{{end}}
 </table>{{end}}
+{{if .Partitioned}}{{$cols := 12}}{{if .Ordered}}{{$cols = 13}}{{end}}
+<table id="partitions"><tr><th>partitioned queue</th><th>ready</th><th>unacked</th><th>consumers</th><th>.dlq</th><th>.parked</th><th>retrying</th><th>in/s</th><th>out/s</th><th>node</th>{{if .Ordered}}<th>active consumer</th>{{end}}<th>state</th><th></th></tr>
+{{range .Partitioned}}
+<tr class="svc set" data-queue="{{.Queue}}"><td>{{.Label}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active"></td>{{end}}<td class="state">{{.Line.State}}</td><td></td></tr>
+{{range .Rows}}<tr class="partition{{if .Idle}} idle{{end}}" data-queue="{{.Queue}}"><td>&nbsp;&nbsp;{{.Queue}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active">{{.Line.Active}}</td>{{end}}<td class="state">{{.Line.State}}{{if .Idle}} <span class="missing no-consumer">(no consumer)</span>{{end}}</td>
+<td>{{if .DLQ}}<a href="/triage?queue={{.DLQ}}&amp;k={{$p.Key}}">triage .dlq</a>{{end}}{{if .Parked}} <a href="/triage?queue={{.Parked}}&amp;k={{$p.Key}}">triage .parked</a>{{end}}</td></tr>
+{{range index $.Data.Breakers .Name}}
+<tr class="breaker" data-breaker="{{.Instance}}" title="marker queue {{.Marker}}"><td colspan="{{$cols}}"><span class="badge {{.Class}}">breaker {{.State}}</span> on <code class="instance">{{.Instance}}</code>{{if .When}} <span class="when">{{.When}}</span>{{end}}{{if .Why}}: <span class="why">{{.Why}}</span>{{end}}{{if .Note}} <span class="ro note">({{.Note}})</span>{{end}}</td></tr>{{end}}{{end}}{{end}}
+</table>
+{{if .Idle}}<p class="warn" id="idle">{{.Idle}}</p>{{end}}{{end}}
 {{if .Other}}<p>Not acemq's: {{range $i, $n := .Other}}{{if $i}}, {{end}}<code>{{esc $n}}</code>{{end}}</p>{{end}}
 {{if .Breakers}}<p class="warn" id="breakers">A circuit breaker is not closed: the handlers' dependency is failing, so their consumers stopped taking messages, which wait ready in the queue and spend no attempt; nothing to fix in the broker.</p>{{end}}
 {{if .Unseen}}<p class="ro">{{.Unseen}}.</p>{{end}}
 {{end}}{{template "foot" .}}{{end}}
+
+{{define "pline"}}<td class="n ready">{{.Ready}}</td><td class="n unacked">{{.Unacked}}</td><td class="n consumers">{{.Consumers}}</td><td class="n dlq">{{.DLQ}}</td><td class="n parked">{{.Parked}}</td><td class="n retrying">{{.Retrying}}</td>
+<td class="n">{{.In}}</td><td class="n">{{.Out}}</td><td class="node">{{.Node}}</td>{{end}}
 
 {{define "row"}}<td>{{esc .Name}}</td><td>{{.Role}}</td>
 {{if .Missing}}<td colspan="8" class="missing">missing</td>{{else if .NotSampledYet}}<td colspan="4" class="ro unsampled">not sampled yet</td><td class="n">{{count .Consumers}}</td>
