@@ -198,15 +198,21 @@ type Node struct {
 	URL  string // amqp://guest:guest@localhost:PORT/
 	Port int
 
-	dir  string
-	env  []string
-	lock chan struct{}
+	dir    string
+	env    []string
+	lock   chan struct{}
+	frozen int // the pid Freeze stopped, until Thaw (freeze.go)
 }
 
 // StartNode starts a private node on free ports with its data in a new
 // temporary directory and waits until it accepts connections. Stop it with
 // Stop; nothing else will.
-func StartNode() (*Node, error) {
+func StartNode() (*Node, error) { return startNode(nil) }
+
+// startNode is StartNode with setup, when not nil, run on the node's new
+// directory before the node starts: it writes what files it needs there
+// and returns more environment for rabbitmq-server (netsplit.go).
+func startNode(setup func(dir string) ([]string, error)) (*Node, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -230,6 +236,12 @@ func StartNode() (*Node, error) {
 	if err := os.WriteFile(plugins, []byte("[].\n"), 0o644); err != nil {
 		return nil, err
 	}
+	var extra []string
+	if setup != nil {
+		if extra, err = setup(dir); err != nil {
+			return nil, err
+		}
+	}
 	if out, err := exec.Command("chown", "-R", "rabbitmq:rabbitmq", dir).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("chown %s (run as root): %v: %s", dir, err, out)
 	}
@@ -241,6 +253,7 @@ func StartNode() (*Node, error) {
 		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
 		"RABBITMQ_ENABLED_PLUGINS_FILE="+plugins,
 	)
+	n.env = append(n.env, extra...)
 	if err := n.launch(); err != nil {
 		n.Stop()
 		return nil, err
@@ -426,12 +439,20 @@ func (l *Lazy) Stop() {
 
 // StartCluster starts n private nodes and joins the others to the first,
 // as a cluster on this machine. Stop each node with Stop.
-func StartCluster(n int) ([]*Node, error) {
+func StartCluster(n int) ([]*Node, error) { return startCluster(n, nil) }
+
+// startCluster is StartCluster with setup, when not nil, given to node i's
+// startNode as setup(i, dir).
+func startCluster(n int, setup func(i int, dir string) ([]string, error)) ([]*Node, error) {
 	nodes := make([]*Node, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range nodes {
-		wg.Go(func() { nodes[i], errs[i] = StartNode() })
+		var each func(string) ([]string, error)
+		if setup != nil {
+			each = func(dir string) ([]string, error) { return setup(i, dir) }
+		}
+		wg.Go(func() { nodes[i], errs[i] = startNode(each) })
 	}
 	wg.Wait()
 	stopAll := func() {
