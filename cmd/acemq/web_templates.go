@@ -50,7 +50,7 @@ form{display:inline;margin:0} input[type=text]{width:14em} button{cursor:pointer
 .group{border:1px solid #ccc;border-radius:4px;padding:.6em 1em;margin:.8em 0}
 .ok{background:#efe;border:1px solid #6a6;padding:.5em}
 .warn{background:#ffd;border:1px solid #cc6;padding:.3em .8em;margin:.5em 0}
-tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} .badge{display:inline-block;padding:0 .5em;border-radius:3px;font-weight:600;color:#fff;background:#777}
+tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} td.links{white-space:nowrap} .badge{display:inline-block;padding:0 .5em;border-radius:3px;font-weight:600;color:#fff;background:#777}
 .badge.open{background:#c0392b} .badge.half-open{background:#d68910}
 </style></head><body>
 <h1><a href="/">acemq</a> · vhost <code>{{.Vhost}}</code> · {{.Title}}</h1>
@@ -80,7 +80,7 @@ tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} .badg
 {{range .Partitioned}}
 <tr class="svc set" data-queue="{{.Queue}}"><td>{{.Label}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active"></td>{{end}}<td class="state">{{.Line.State}}</td><td></td></tr>
 {{range .Rows}}<tr class="partition{{if .Idle}} idle{{end}}" data-queue="{{.Queue}}"><td>&nbsp;&nbsp;{{.Queue}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active">{{.Line.Active}}</td>{{end}}<td class="state">{{.Line.State}}{{if .Idle}} <span class="missing no-consumer">(no consumer)</span>{{end}}</td>
-<td>{{if .DLQ}}<a href="/triage?queue={{.DLQ}}&amp;k={{$p.Key}}">triage .dlq</a>{{end}}{{if .Parked}} <a href="/triage?queue={{.Parked}}&amp;k={{$p.Key}}">triage .parked</a>{{end}}</td></tr>
+<td class="links">{{if .DLQ}}<a href="/triage?queue={{.DLQ}}&amp;k={{$p.Key}}">triage .dlq</a>{{end}}{{if .Parked}} <a href="/triage?queue={{.Parked}}&amp;k={{$p.Key}}">triage .parked</a>{{end}}</td></tr>
 {{range index $.Data.Breakers .Name}}
 <tr class="breaker" data-breaker="{{.Instance}}" title="marker queue {{.Marker}}"><td colspan="{{$cols}}"><span class="badge {{.Class}}">breaker {{.State}}</span> on <code class="instance">{{.Instance}}</code>{{if .When}} <span class="when">{{.When}}</span>{{end}}{{if .Why}}: <span class="why">{{.Why}}</span>{{end}}{{if .Note}} <span class="ro note">({{.Note}})</span>{{end}}</td></tr>{{end}}{{end}}{{end}}
 </table>
