@@ -41,6 +41,18 @@ func TestRabbitMQTopologyPartitions(t *testing.T) {
 		t.Errorf("the server declared\n%s\ntopology declared\n%s", strings.Join(got, "\n"), strings.Join(applied, "\n"))
 	}
 
+	// Applied again with a smaller count: the partition past it is said.
+	code, out, errOut = cli(t, dialRabbitMQ, "topology", "--url", u, "--apply", "--queue", q, "--partitions", "2", "--arg", "x-queue-type=quorum", "--arg", "x-queue-leader-locator=balanced")
+	if code == 0 || !strings.Contains(errOut, "PRECONDITION_FAILED") && !strings.Contains(errOut, "precondition failed") {
+		t.Errorf("declared unordered, without the limit, over what was declared ordered with it: %d\n%s%s", code, out, errOut)
+	}
+	two := slices.Clone(flags)
+	two[slices.Index(two, "3")] = "2"
+	code, out, errOut = cli(t, dialRabbitMQ, append([]string{"topology", "--url", u, "--apply"}, two...)...)
+	if want := "\n(" + acemq.PartitionName(q, 2) + " exists, 0 messages ready, 0 consumers: a partition past --partitions 2 (of an earlier count): a server with 2 partitions does not consume it)\n"; code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("topology --partitions 2: %d, want %q at the end of\n%s%s", code, want, out, errOut)
+	}
+
 	unordered := rabbitQueue()
 	flags[slices.Index(flags, q)] = unordered
 	flags = slices.DeleteFunc(flags, func(f string) bool { return f == "--ordered" })

@@ -28,7 +28,10 @@ a whole queue with its own .dlq, .parked, rungs and bindings, and no Q;
 --ordered (Ordered) declares each with x-single-active-consumer, and needs
 --arg x-queue-type=quorum; --delivery-limit N (DeliveryLimit) declares
 x-delivery-limit and the route past it into each queue's own .dlq. The
-output groups a partitioned queue's declarations by partition.
+output groups a partitioned queue's declarations by partition. After
+--apply it says the queues of another count that are there, which a
+server with this one does not consume: Q itself, or Q.pN onwards (of a
+larger count before), or Q.p0 onwards when Q is not partitioned.
 
 With --delays (implied by --on-delay-queues) it adds the delay queues, one
 set per vhost: 28 level exchanges and quorum queues `+delay.Level(0)+` to
@@ -97,6 +100,7 @@ Examples:
 		}
 	}
 	var note string
+	var strays []strayOut
 	if *apply {
 		t, code := a.connect(fs, *url)
 		if t == nil {
@@ -107,10 +111,15 @@ Examples:
 		if note, err = a.declarePlan(t, &plan); err != nil {
 			return a.fail(fs, err)
 		}
+		if *queue != "" {
+			if strays, err = a.strays(t, plan.spec); err != nil {
+				return a.fail(fs, err)
+			}
+		}
 	}
 	if *asJSON {
 		out := topologyJSON(plan.all(), *apply)
-		out.DelayQueues, out.Queue, out.Ordered = plan.kind, *queue, *ordered
+		out.DelayQueues, out.Queue, out.Ordered, out.Strays = plan.kind, *queue, *ordered, strays
 		if *partitions > 0 {
 			for _, q := range plan.queues {
 				out.Partitions = append(out.Partitions, partitionOut{Queue: q.name, Index: q.index})
@@ -134,5 +143,6 @@ Examples:
 	if note != "" {
 		fmt.Fprintln(a.stdout, note)
 	}
+	a.printStrays(strays)
 	return exitOK
 }

@@ -163,3 +163,46 @@ func TestTopologyPartitionsMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestTopologyPartitionsStrays: --apply says the queues another count
+// declared, which a server with this count does not consume, and what
+// they hold: the queue unpartitioned, a partition past the count, or
+// partitions when the queue is declared unpartitioned.
+func TestTopologyPartitionsStrays(t *testing.T) {
+	t.Parallel()
+	b, dial := memoryBroker(t, "orders") // orders, unpartitioned
+	apply := func(flags ...string) string {
+		t.Helper()
+		code, out, errOut := cli(t, dial, append([]string{"topology", "--url", "amqp://x", "--apply", "--queue", "orders"}, flags...)...)
+		if code != 0 {
+			t.Fatalf("%v: status %d\n%s%s", flags, code, out, errOut)
+		}
+		return out
+	}
+	if out := apply("--partitions", "3"); !strings.HasSuffix(out, "\n(orders exists, 0 messages ready, 0 consumers: the queue unpartitioned: a server with 3 partitions does not consume it)\n") {
+		t.Errorf("the unpartitioned queue is not said:\n%s", out)
+	}
+	conn := b.Connect()
+	defer conn.Close()
+	if _, err := conn.Publish(context.Background(), transport.Publishing{RoutingKey: "orders.p2", Body: []byte("left behind")}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.DeleteQueue("orders") {
+		t.Fatal("orders was not there")
+	}
+	out := apply("--partitions", "2")
+	if !strings.HasSuffix(out, "\n(orders.p2 exists, 1 message ready, 0 consumers: a partition past --partitions 2 (of an earlier count): a server with 2 partitions does not consume it)\n") ||
+		strings.Contains(out, "(orders exists") || strings.Contains(out, "(orders.p1 exists") {
+		t.Errorf("the third partition is not said, or more is:\n%s", out)
+	}
+	code, out, _ := cli(t, dial, "topology", "--url", "amqp://x", "--apply", "--json", "--queue", "orders")
+	var got topologyOut
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got.Strays) != 3 || got.Strays[2] != (strayOut{Queue: "orders.p2", Messages: 1,
+		Why: "a partition of the queue: a server of the queue unpartitioned does not consume it (is --partitions missing?)"}) {
+		t.Errorf("%d %v\n%s", code, err, out)
+	}
+	// A dry run looks for nothing.
+	if code, out, _ := cli(t, noBroker, "topology", "--queue", "orders", "--partitions", "2"); code != 0 || strings.Contains(out, "exists") {
+		t.Errorf("status %d\n%s", code, out)
+	}
+}

@@ -19,6 +19,7 @@ type topologyOut struct {
 	Queue            string                `json:"queue,omitempty"`      // the logical queue, with --queue
 	Partitions       []partitionOut        `json:"partitions,omitempty"` // its partitions, with --partitions
 	Ordered          bool                  `json:"ordered,omitempty"`
+	Strays           []strayOut            `json:"strays,omitempty"`       // with --apply: topology_strays.go
 	DelayQueues      string                `json:"delay_queues,omitempty"` // "quorum" or "classic", with --delays
 	Exchanges        []exchangeJSON        `json:"exchanges"`
 	Queues           []queueJSON           `json:"queues"`
