@@ -62,7 +62,18 @@ func (s queueSpec) queues() ([]physical, error) {
 				return nil, fmt.Errorf("--delivery-limit: %w", err)
 			}
 		}
-		out[i] = physical{name: name, index: i, topology: acemq.Topology(name, s.policy, queueargs.Ordered(args, s.ordered))}
+		top := acemq.Topology(name, s.policy, queueargs.Ordered(args, s.ordered))
+		if s.partitions > 0 {
+			// As a Server does (spreadPartition): partition i is declared
+			// through node i of the URLs given, so that on a cluster the
+			// partitions' leaders spread (transport.Queue.Home).
+			for k := range top.Queues {
+				if top.Queues[k].Name == name {
+					top.Queues[k].Home = i + 1
+				}
+			}
+		}
+		out[i] = physical{name: name, index: i, topology: top}
 	}
 	return out, nil
 }

@@ -38,6 +38,9 @@ type queueJSON struct {
 	Name    string         `json:"name"`
 	Durable bool           `json:"durable"`
 	Args    map[string]any `json:"args,omitempty"`
+	// Home is a partition's node: declared through node Home-1 modulo the
+	// number of URLs given (transport.Queue.Home), to spread the leaders.
+	Home int `json:"home,omitempty"`
 }
 
 type bindingJSON struct {
@@ -127,7 +130,7 @@ func topologyJSON(t transport.Topology, applied bool) topologyOut {
 		out.Exchanges = append(out.Exchanges, exchangeJSON{x.Name, x.Kind, x.Durable, x.Args})
 	}
 	for _, q := range t.Queues {
-		out.Queues = append(out.Queues, queueJSON{q.Name, q.Durable, q.Args})
+		out.Queues = append(out.Queues, queueJSON{q.Name, q.Durable, q.Args, q.Home})
 	}
 	for _, b := range t.Bindings {
 		out.Bindings = append(out.Bindings, bindingJSON{b.Queue, b.Exchange, b.Key})

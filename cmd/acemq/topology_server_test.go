@@ -53,7 +53,7 @@ func declarationLines(t transport.Topology) []string {
 		lines = append(lines, fmt.Sprintf("exchange %s %s %v %v", x.Name, x.Kind, x.Durable, normalArgs(x.Args)))
 	}
 	for _, q := range t.Queues {
-		lines = append(lines, fmt.Sprintf("queue %s %v %v", q.Name, q.Durable, normalArgs(q.Args)))
+		lines = append(lines, fmt.Sprintf("queue %s %v %v home %d", q.Name, q.Durable, normalArgs(q.Args), q.Home))
 	}
 	for _, b := range t.Bindings {
 		lines = append(lines, fmt.Sprintf("binding %s %s %s", b.Queue, b.Exchange, b.Key))
@@ -76,7 +76,7 @@ func jsonLines(t *testing.T, out string) []string {
 		top.Exchanges = append(top.Exchanges, transport.Exchange{Name: x.Name, Kind: x.Kind, Durable: x.Durable, Args: x.Args})
 	}
 	for _, q := range got.Queues {
-		top.Queues = append(top.Queues, transport.Queue{Name: q.Name, Durable: q.Durable, Args: q.Args})
+		top.Queues = append(top.Queues, transport.Queue{Name: q.Name, Durable: q.Durable, Args: q.Args, Home: q.Home})
 	}
 	for _, b := range got.Bindings {
 		top.Bindings = append(top.Bindings, transport.Binding{Queue: b.Queue, Exchange: b.Exchange, Key: b.Key})
