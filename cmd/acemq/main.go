@@ -91,7 +91,8 @@ func main() {
 }
 
 func dialRabbitMQ(ctx context.Context, url string) (transport.Transport, error) {
-	return rabbitmq.Dial(ctx, url, rabbitmq.WithConnectionName("acemq-cli"), rabbitmq.WithDialTimeout(15*time.Second), rabbitmq.WithTLS(tlsFrom(ctx)))
+	return rabbitmq.Dial(ctx, url, rabbitmq.WithConnectionName("acemq-cli"), rabbitmq.WithDialTimeout(15*time.Second), rabbitmq.WithTLS(tlsFrom(ctx)),
+		rabbitmq.WithURLs(nodesFrom(ctx)...)) // nodes.go
 }
 
 // run is the whole command line: main wires it to the process, tests to a

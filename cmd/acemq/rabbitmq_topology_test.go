@@ -23,7 +23,9 @@ func TestRabbitMQTopologyPartitions(t *testing.T) {
 	q := rabbitQueue()
 	flags := slices.Clone(orderedPartitions)
 	flags[slices.Index(flags, "orders")] = q
-	code, out, errOut := cli(t, dialRabbitMQ, append([]string{"topology", "--url", u, "--delays", "--apply", "--json"}, flags...)...)
+	// --node: the one node again, as a second URL of it; each partition is
+	// declared on a connection to its home node (transport.Queue.Home).
+	code, out, errOut := cli(t, dialRabbitMQ, append([]string{"topology", "--url", u, "--node", u, "--delays", "--apply", "--json"}, flags...)...)
 	if code != 0 {
 		t.Fatalf("topology: %d\n%s%s", code, out, errOut)
 	}

@@ -11,7 +11,7 @@ import (
 // topology prints, or applies, what a consumer of a queue declares, so that
 // services can run with declare off under a user without configure rights.
 func (a *app) topology(args []string) int {
-	fs, asJSON, url := a.flags("topology", "[--queue Q] [--attempts N --initial D ...] [--arg k=v] [--partitions N] [--ordered] [--delivery-limit N] [--delays] [--apply] [--url URL]",
+	fs, asJSON, url := a.flags("topology", "[--queue Q] [--attempts N --initial D ...] [--arg k=v] [--partitions N] [--ordered] [--delivery-limit N] [--delays] [--apply] [--url URL [--node URL ...]]",
 		`Prints the declarations a consumer of Q makes at start-up: the exchanges
 acemq.retry and acemq.dlx, Q, Q.dlq, Q.parked, one rung queue per distinct
 wait of the retry policy spent in the broker, and the binding that brings an
@@ -32,6 +32,13 @@ output groups a partitioned queue's declarations by partition. After
 --apply it says the queues of another count that are there, which a
 server with this one does not consume: Q itself, or Q.pN onwards (of a
 larger count before), or Q.p0 onwards when Q is not partitioned.
+
+On a cluster give every node, --url one and --node each other: partition
+i is declared through node i (modulo their number, in the URLs' sorted
+order), as a server given the same URLs declares it, so that RabbitMQ's
+default leader locator (client-local) spreads the partitions' leaders.
+Declared through one node, every partition is led by it, and a queue
+that exists keeps its leader when a server declares it again.
 
 With --delays (implied by --on-delay-queues) it adds the delay queues, one
 set per vhost: 28 level exchanges and quorum queues `+delay.Level(0)+` to
@@ -59,6 +66,8 @@ Examples:
 	fs.Var(qargs, "arg", "an argument of the work queue, key=value (repeatable), e.g. x-queue-type=quorum")
 	partitions := fs.Int("partitions", 0, "the queue is partitioned in this many (QueueConfig.Partitions): Q.p0 .. Q.p{N-1}, each with its own topology")
 	ordered := fs.Bool("ordered", false, "the queue is ordered (QueueConfig.Ordered): single active consumer; needs --arg x-queue-type=quorum")
+	var nodes nodeURLs
+	fs.Var(&nodes, "node", "with --apply: another node of the cluster --url is a node of (repeatable); a partitioned queue's partitions are declared each through its own node, to spread their leaders")
 	deliveryLimit := fs.Int("delivery-limit", 0, "the broker's delivery limit (QueueConfig.DeliveryLimit), with its route into .dlq; needs a quorum queue")
 	var pf policyFlags
 	pf.register(fs)
@@ -101,7 +110,11 @@ Examples:
 	}
 	var note string
 	var strays []strayOut
+	if len(nodes) > 0 && !*apply {
+		return a.usageError(fs, "--node goes with --apply")
+	}
 	if *apply {
+		a.ctx = withNodes(a.ctx, nodes)
 		t, code := a.connect(fs, *url)
 		if t == nil {
 			return code

@@ -206,3 +206,30 @@ func TestTopologyPartitionsStrays(t *testing.T) {
 		t.Errorf("status %d\n%s", code, out)
 	}
 }
+
+// TestTopologyNodes: --node's URLs reach the dialer (which gives them to
+// the transport, to declare each partition through its own node), they
+// go with --apply only, and their passwords are not printed.
+func TestTopologyNodes(t *testing.T) {
+	t.Parallel()
+	b := memory.New()
+	var got []string
+	dial := func(ctx context.Context, _ string) (transport.Transport, error) {
+		got = nodesFrom(ctx)
+		return b.Connect(), nil
+	}
+	const node2, node3 = "amqp://ops:n0de-s3cret@rabbit-2:5672/", "amqp://ops:n0de-s3cret@rabbit-3:5672/"
+	code, out, errOut := cli(t, dial, "topology", "--url", "amqp://ops:n0de-s3cret@rabbit-1:5672/", "--node", node2, "--node", node3,
+		"--apply", "--queue", "orders", "--partitions", "3", "--json")
+	if code != 0 || !slices.Equal(got, []string{node2, node3}) || strings.Contains(out+errOut, "n0de-s3cret") || !strings.Contains(out, `"home": 3`) {
+		t.Errorf("status %d, nodes %q\n%s%s", code, got, out, errOut)
+	}
+	code, out, errOut = cli(t, noBroker, "topology", "--node", node2, "--queue", "orders", "--partitions", "3")
+	if code != exitUsage || !strings.Contains(errOut, "--node goes with --apply") || strings.Contains(out+errOut, "n0de-s3cret") {
+		t.Errorf("status %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, noBroker, "topology", "--node", "http://ops:n0de-s3cret@rabbit-2/", "--apply", "--queue", "orders")
+	if code != exitUsage || strings.Contains(out+errOut, "n0de-s3cret") {
+		t.Errorf("a node that is no AMQP URL: status %d\n%s%s", code, out, errOut)
+	}
+}
