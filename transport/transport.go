@@ -305,8 +305,12 @@ var (
 	ErrNacked             = errors.New("acemq: publish nacked")          // the broker refused the message
 	ErrUnconfirmed        = errors.New("acemq: publish outcome unknown") // no confirm came
 	ErrBlocked            = errors.New("acemq: connection blocked by the broker")
-	ErrStaleDelivery      = errors.New("acemq: delivery already settled or its channel is gone")
-	ErrClosed             = errors.New("acemq: transport closed")
+	// ErrStalled: the broker accepts publishes and confirms none of them
+	// (a node cut off from its cluster's majority, a quorum queue without
+	// a leader); a Checker says so while it lasts.
+	ErrStalled       = errors.New("acemq: broker stalled")
+	ErrStaleDelivery = errors.New("acemq: delivery already settled or its channel is gone")
+	ErrClosed        = errors.New("acemq: transport closed")
 	// ErrTooLarge: a publish refused before any frame was written, because
 	// AMQP or a client could not carry it (see LimitError). Nothing was
 	// sent and no connection was harmed.

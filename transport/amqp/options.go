@@ -30,6 +30,7 @@ type config struct {
 	channels       int
 	inFlight       int
 	confirmTimeout time.Duration
+	stallAfter     time.Duration
 
 	connPerConsumer bool
 }
@@ -51,6 +52,7 @@ func defaultConfig(url string) config {
 		channels:       DefaultPublishChannels,
 		inFlight:       DefaultInFlight,
 		confirmTimeout: DefaultConfirmTimeout,
+		stallAfter:     DefaultStallAfter,
 
 		connPerConsumer: true,
 	}
@@ -130,6 +132,19 @@ func WithInFlight(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.inFlight = n
+		}
+	})
+}
+
+// WithStallAfter sets how long publishes may await a confirm with none
+// coming before the transport calls the broker stalled: it logs a
+// warning, and Check (a server's readiness) fails with
+// transport.ErrStalled until a confirm comes or the publish connection is
+// replaced. Zero turns it off. The default is DefaultStallAfter.
+func WithStallAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d >= 0 {
+			c.stallAfter = d
 		}
 	})
 }

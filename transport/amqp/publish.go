@@ -13,6 +13,7 @@ import (
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap"
 )
 
 // drainEvery is how often idle confirm channels have their returns drained;
@@ -40,6 +41,9 @@ type publisher struct {
 	tickEvery   time.Duration
 	expiryTicks int
 
+	stall stallWatch // stall.go
+	log   *zap.Logger
+
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	retiring sync.WaitGroup // closes of retired channels, ended by the connection's close
@@ -53,6 +57,8 @@ func newPublisher(conn *amqpconn.Conn, cfg config) *publisher {
 		window:         make(chan struct{}, cfg.inFlight),
 		confirmTimeout: cfg.confirmTimeout,
 		slots:          make([]*slot, cfg.channels),
+		stall:          stallWatch{after: cfg.stallAfter},
+		log:            cfg.logger.With(zap.String("connection", cfg.name+" publish")),
 		stop:           make(chan struct{}),
 	}
 	for i := range p.slots {
@@ -89,6 +95,7 @@ func (p *publisher) drainLoop() {
 			}
 			next := make(chan struct{})
 			close(*p.expiry.Swap(&next))
+			p.stall.tick(time.Now(), p.conn.Generation(), p.log)
 		}
 	}
 }
@@ -141,6 +148,8 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 		return transport.Confirmation{}, transport.ErrClosed
 	}
 	defer func() { <-p.window }()
+	p.stall.begin(time.Now()) // stall.go: from here on it waits for the broker
+	defer p.stall.end()
 
 	s := p.slots[p.next.Add(1)%uint64(len(p.slots))]
 	for attempt := 1; ; attempt++ {
@@ -231,6 +240,9 @@ func (p *publisher) await(ctx context.Context, c *confirmCh, t ticket, dc *amqp.
 		expiry := p.expiry.Load()
 		select {
 		case <-dc.Done():
+			if dc.Acked() || !c.ch.IsClosed() {
+				p.stall.answer(time.Now()) // stall.go
+			}
 			if dc.Acked() {
 				return transport.Confirmation{Routed: !c.settle(t)}, false, nil
 			}

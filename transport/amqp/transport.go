@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/acemq/acemq/internal/amqpconn"
 	"github.com/acemq/acemq/transport"
@@ -130,7 +131,8 @@ func (t *Transport) BrokerVersion(ctx context.Context) (product, version string,
 var _ transport.Versioned = (*Transport)(nil)
 
 // Check says whether the transport can work now: both of its shared
-// connections open and not blocked by the broker. (A queue that consumes
+// connections open and not blocked by the broker, and the broker
+// answering publishes (not stalled: WithStallAfter). (A queue that consumes
 // on a connection of its own is checked by the server's own readiness.)
 func (t *Transport) Check() error {
 	if t.isClosed() {
@@ -140,6 +142,9 @@ func (t *Transport) Check() error {
 		return fmt.Errorf("acemq: consume connection: %w", err)
 	}
 	if err := t.publish.Check(); err != nil {
+		return fmt.Errorf("acemq: publish connection: %w", err)
+	}
+	if err := t.pub.stall.err(time.Now()); err != nil {
 		return fmt.Errorf("acemq: publish connection: %w", err)
 	}
 	return nil
