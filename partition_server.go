@@ -3,16 +3,12 @@ package acemq
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
+	"github.com/acemq/acemq/internal/queueargs"
 	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
-
-// singleActiveConsumer is the queue argument that gives one consumer at a
-// time a queue's messages: what QueueConfig.Ordered declares.
-const singleActiveConsumer = "x-single-active-consumer"
 
 // checkPartitioning refuses the settings of a partitioned or ordered queue
 // that cannot mean what they say.
@@ -23,12 +19,11 @@ func checkPartitioning(c QueueConfig) error {
 	case c.Partitions > 0 && len(c.Bindings) > 0:
 		return errors.New("Bindings on a partitioned queue: an exchange gives a copy to every partition bound to it; bind the exchange's messages to one queue, or publish to Partitioned.For(key)")
 	case c.Ordered && c.Args["x-queue-type"] != "quorum":
-		return fmt.Errorf("Ordered needs a quorum queue (Args x-queue-type quorum); this one is %v: on RabbitMQ 3.10 a classic single-active-consumer queue crashes when its active consumer cancels while holding deliveries, which is how a server drains (rabbitmq-server#5460)", orClassic(c.Args["x-queue-type"]))
+		return queueargs.CheckOrdered(c.Args)
 	case c.Ordered && c.Concurrency > 1:
 		return fmt.Errorf("Ordered with Concurrency %d: an ordered queue runs one handler at a time", c.Concurrency)
-	}
-	if v, ok := c.Args[singleActiveConsumer]; ok && c.Ordered && v != true {
-		return fmt.Errorf("Ordered, and Args sets %s to %v", singleActiveConsumer, v)
+	case c.Ordered:
+		return queueargs.CheckOrdered(c.Args)
 	}
 	return nil
 }
@@ -45,15 +40,7 @@ func physicalQueues(name string, c QueueConfig) []string {
 // orderedArgs adds single active consumer to args when the queue is
 // ordered, leaving args itself alone.
 func orderedArgs(args map[string]any, ordered bool) map[string]any {
-	if !ordered || args[singleActiveConsumer] == true {
-		return args
-	}
-	out := maps.Clone(args)
-	if out == nil {
-		out = make(map[string]any, 1)
-	}
-	out[singleActiveConsumer] = true
-	return out
+	return queueargs.Ordered(args, ordered)
 }
 
 // configFor finds the settings of a queue the server consumes: its own
