@@ -381,6 +381,10 @@ func (w *webUI) triage(rw http.ResponseWriter, r *http.Request) {
 		w.render(rw, http.StatusBadRequest, "triage", "triage", webTriage{triageOut: triageOut{Groups: []triageGroup{}}}, "give the queue: /triage?queue=orders.dlq")
 		return
 	}
+	if strings.Contains(q, partitionWildcard) {
+		w.triagePartitions(rw, r, q) // Q.p*.dlq: every partition's (web_partitions.go)
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a := w.appFor(r)

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/escape"
+	"github.com/acemq/acemq/transport"
 )
 
 // The dashboard's partitioned queues (partitions.go): on the status page,
@@ -21,6 +26,10 @@ type webPartitioned struct {
 	Label string // "orders (4 partitions, ordered)", escaped
 	Line  webLine
 	Rows  []webPartitionRow
+	// DLQSet and ParkedSet are Q.p*.dlq and Q.p*.parked, raw, for the
+	// links to the triage of every partition's at once (triagePartitions),
+	// when a partition has one the dashboard reads.
+	DLQSet, ParkedSet string
 }
 
 // webPartitionRow is one partition's line. Name is raw, the key of the
@@ -81,9 +90,9 @@ func (w *webUI) partitionedPage(services []service) (out []webPartitioned, order
 				}
 				switch q.Role {
 				case roleDLQ:
-					row.DLQ = q.Name
+					row.DLQ, wp.DLQSet = q.Name, s.Queue+partitionWildcard+acemq.DeadLetterQueue("")
 				case roleParked:
-					row.Parked = q.Name
+					row.Parked, wp.ParkedSet = q.Name, s.Queue+partitionWildcard+acemq.ParkedQueue("")
 				}
 			}
 			wp.Rows = append(wp.Rows, row)
@@ -102,4 +111,89 @@ func (w *webUI) partitionedPage(services []service) (out []webPartitioned, order
 			"so this one lost its consumer (its channel closed: see the server's log)."
 	}
 	return out, ordered, idle
+}
+
+// errReadApart is a set's read refused because one partition's set-aside
+// queue costs more than the redelivered mark to read: that one is read on
+// its own page, where the read is confirmed first.
+var errReadApart = errors.New("acemq: a partition's read costs more than the redelivered mark")
+
+// setCost decides whether the dashboard may read a partitioned queue's
+// set-aside queues at once: only when a read of each costs nothing but the
+// redelivered mark (a .dlq or .parked without a delivery limit, its cost
+// told by the management API). It returns the costs said.
+func (w *webUI) setCost(a *app, set []string) (string, error) {
+	var said []string
+	for _, q := range set {
+		if !w.readable(q) {
+			return "", fmt.Errorf("%w: acemq web reads only .dlq, .parked and archive queues; %s is %s %s", errReadApart, escape.String(q), article(readKind(q)), readKind(q))
+		}
+		cost, err := a.readCost(a.ctx, w.t, w.cfg.mgmt, q)
+		if errors.Is(err, transport.ErrNotFound) {
+			return "", err
+		}
+		if err != nil || !cost.Free() {
+			return "", fmt.Errorf("%w: %s: %s; the dashboard reads a partitioned queue's queues together only when no read costs more: open %s on its own, where its read is confirmed first",
+				errReadApart, escape.String(q), cost, escape.String(q))
+		}
+		said = append(said, cost.String())
+	}
+	if len(said) == 1 {
+		return said[0], nil
+	}
+	return fmt.Sprintf("%s; and so are the %d others", said[0], len(said)-1), nil
+}
+
+// triagePartitions is the triage page of a partitioned queue's set-aside
+// queues, Q.p*.dlq or Q.p*.parked (triageSet): their groups together,
+// each saying how many each partition holds and linking to the
+// partition's own page, where its groups are replayed or discarded.
+func (w *webUI) triagePartitions(rw http.ResponseWriter, r *http.Request, q string) {
+	title := "triage " + q
+	empty := webTriage{triageOut: triageOut{Queue: q, Groups: []triageGroup{}}}
+	if !w.fromDashboard(r) {
+		w.render(rw, http.StatusForbidden, "triage", title, empty,
+			"this page reads queues, and this request does not show that it comes from the dashboard: open it from the dashboard's status page")
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.appFor(r)
+	set, _, err := a.triageSet(w.t, q)
+	code := http.StatusBadRequest // the name is not a set's (triageSet's own errors wrap nothing)
+	if err == nil || errors.Unwrap(err) != nil {
+		code = http.StatusBadGateway
+	}
+	var cost string
+	if err == nil {
+		cost, err = w.setCost(a, set)
+	}
+	var out triageOut
+	if err == nil {
+		out, err = w.scanPartitions(a, q, set)
+	}
+	switch {
+	case err == nil:
+		w.render(rw, http.StatusOK, "triage", title, webTriage{triageOut: out, Cost: cost}, "")
+		return
+	case errors.Is(err, transport.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, errReadApart):
+		code = http.StatusForbidden
+	}
+	w.render(rw, code, "triage", title, empty, w.errText(err))
+}
+
+// scanPartitions reads a set's queues as acemq triage does (scanSet),
+// each message grouped with the partition it was read from.
+func (w *webUI) scanPartitions(a *app, name string, set []string) (triageOut, error) {
+	depths := make([]int, len(set))
+	for i, q := range set {
+		info, err := w.t.Inspect(a.ctx, q)
+		if err != nil {
+			return triageOut{}, err
+		}
+		depths[i] = info.Messages
+	}
+	return a.scanSet(w.t, name, set, depths, true, w.cfg.read, 120, 0, true)
 }

@@ -113,4 +113,14 @@ func TestRabbitMQWebPartitions(t *testing.T) {
 		t.Errorf("the triage page holds a producer's markup or control characters")
 	}
 	waitDepth(t, tr, parts[1]+".dlq", 1)
+
+	// Every partition's .dlq at once, from the set's line.
+	browse(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`#partitions`)),
+		chromedp.Click(chromedp.CSS(row(q)+` a.triage-set`)), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
+	if groups, nread, from := text(`#groups`), text(`#read`), text(`#partitions`); groups != "1" || nread != "1" ||
+		from != "Read from "+parts[0]+".dlq (0 of 0), "+parts[1]+".dlq (1 of 1), "+parts[2]+".dlq (0 of 0)." {
+		t.Errorf("the triage of every .dlq: read %s in %s groups, want 1 in 1; %q", nread, groups, from)
+	}
+	screenshot(t, ctx, dir, "partitions-triage.png")
+	waitDepth(t, tr, parts[1]+".dlq", 1)
 }

@@ -226,13 +226,13 @@ func TestWebPartitionsByDeclare(t *testing.T) {
 	t.Cleanup(func() { tr.Close() })
 	seedDeadLetter(t, tr, "orders.p1", "m-1", "exhausted 5 attempts: <b>timeout</b>\x1b[2J", b.Clock().Now())
 	classic := map[string]any{"type": "classic", "arguments": map[string]any{}, "effective_policy_definition": map[string]any{}}
-	fake := fakeManagement(t, "3.10.8", false, map[string]map[string]any{"orders.p1.dlq": classic})
+	fake := fakeManagement(t, "3.10.8", false, map[string]map[string]any{"orders.p0.dlq": classic, "orders.p1.dlq": classic, "orders.p2.dlq": classic})
 	mc, err := newMgmtClient(fake.URL, "amqp://guest:guest@localhost/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &app{ctx: context.Background(), dial: dial, getenv: func(string) string { return "" }, now: time.Now, stdout: io.Discard, stderr: io.Discard, url: "amqp://guest:guest@localhost/"}
-	w, err := newWebUI(a, tr, webConfig{vhost: "/", mgmt: mc, queues: []string{"orders"}, operator: "alice"})
+	w, err := newWebUI(a, tr, webConfig{vhost: "/", mgmt: mc, queues: []string{"orders"}, operator: "alice", allowActions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +267,97 @@ func TestWebPartitionsByDeclare(t *testing.T) {
 	}
 	if n := depth(t, tr, "orders.p1.dlq"); n != 1 {
 		t.Errorf("the triage left %d in orders.p1.dlq, want 1", n)
+	}
+	if !strings.Contains(tri, `<button type="submit" class="replay">`) {
+		t.Errorf("a partition's own page has no replay button:\n%s", tri)
+	}
+}
+
+// TestWebTriagePartitionSet: the set line's link leads to the triage of
+// every partition's .dlq at once (orders.p*.dlq): the groups across the
+// partitions, each saying how many each holds with a link to that
+// partition's page, its sample linked in the partition it was read
+// from, no button (a move is made from the partition's page, or by acemq
+// triage), every message given back. A set with a partition whose read
+// counts against a delivery limit is not read together; a name that is
+// no set's is refused; another site's request too.
+func TestWebTriagePartitionSet(t *testing.T) {
+	t.Parallel()
+	b, dial := partitionedBroker(t, "orders", 3)
+	tr, err := dial(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	timeout, hostile := "exhausted 5 attempts: timeout", "rejected: <b>no</b>\x1b[2J\u202e"
+	seedDeadLetter(t, tr, "orders.p1", "m-1", timeout, b.Clock().Now())
+	seedDeadLetter(t, tr, "orders.p2", "m-2", timeout, b.Clock().Now())
+	seedDeadLetter(t, tr, "orders.p2", "m-3", timeout, b.Clock().Now())
+	seedDeadLetter(t, tr, "orders.p0", "m-4", hostile, b.Clock().Now())
+	classic := map[string]any{"type": "classic", "arguments": map[string]any{}, "effective_policy_definition": map[string]any{}}
+	limited := map[string]any{"type": "quorum", "arguments": map[string]any{"x-queue-type": "quorum", "x-delivery-limit": 3}, "effective_policy_definition": map[string]any{}}
+	fake := fakeManagement(t, "3.10.8", false, map[string]map[string]any{"orders.p0.dlq": classic, "orders.p1.dlq": classic, "orders.p2.dlq": classic, "orders.p0.parked": classic,
+		"orders.p1.parked": limited, "orders.p2.parked": classic})
+	mc, err := newMgmtClient(fake.URL, "amqp://guest:guest@localhost/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &app{ctx: context.Background(), dial: dial, getenv: func(string) string { return "" }, now: time.Now, stdout: io.Discard, stderr: io.Discard, url: "amqp://guest:guest@localhost/"}
+	w, err := newWebUI(a, tr, webConfig{vhost: "/", mgmt: mc, queues: []string{"orders"}, operator: "alice", allowActions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(w)
+	t.Cleanup(srv.Close)
+
+	_, page := get(t, srv, "/")
+	set := row(table(page, "partitions"), "orders")
+	if !strings.Contains(set, `href="/triage?queue=orders.p%2a.dlq&amp;k=`+w.key+`">triage every .dlq</a>`) || !strings.Contains(set, `href="/triage?queue=orders.p%2a.parked&amp;k=`+w.key+`">every .parked</a>`) {
+		t.Fatalf("the set's line has no links to every partition's:\n%s", set)
+	}
+	code, tri := get(t, srv, "/triage?queue=orders.p*.dlq")
+	id, hid := triage.ID(triage.Key(timeout)), triage.ID(triage.Key(hostile))
+	for _, want := range []string{`<span id="depth">4</span> ready, read <span id="read">4</span> in <span id="groups">2</span> groups`,
+		`id="` + id + `" data-count="3"`, `id="` + hid + `" data-count="1"`,
+		`<a href="/triage?queue=orders.p1.dlq&amp;k=` + w.key + `">orders.p1.dlq</a> <b>1</b>, <a href="/triage?queue=orders.p2.dlq&amp;k=` + w.key + `">orders.p2.dlq</a> <b>2</b>`,
+		`href="/message?queue=orders.p1.dlq&amp;id=m-1&amp;k=` + w.key + `"`, `href="/message?queue=orders.p0.dlq&amp;id=m-4&amp;k=` + w.key + `"`,
+		`(1 of 1)`, `(2 of 2)`, `id="set-actions"`, `<p class="ro" id="cost">`} {
+		if !strings.Contains(tri, want) {
+			t.Errorf("the set's triage lacks %s", want)
+		}
+	}
+	if code != http.StatusOK || strings.Contains(tri, "<button") || strings.Contains(tri, "<b>no") || strings.ContainsAny(tri, "\x1b\u202e") {
+		t.Errorf("%d\n%s", code, tri)
+	}
+	for q, n := range map[string]int{"orders.p0.dlq": 1, "orders.p1.dlq": 1, "orders.p2.dlq": 2} {
+		if got := depth(t, tr, q); got != n {
+			t.Errorf("%s holds %d after the read, want %d", q, got, n)
+		}
+	}
+	// The sample's link is to the message in its own partition.
+	if code, msg := get(t, srv, "/message?queue=orders.p1.dlq&id=m-1"); code != http.StatusOK || !strings.Contains(msg, "exhausted 5 attempts: timeout") {
+		t.Errorf("%d\n%s", code, msg)
+	}
+
+	for _, c := range []struct {
+		path string
+		h    http.Header
+		code int
+		says string
+	}{
+		{"/triage?queue=orders.p*.parked", sameOrigin, http.StatusForbidden, "orders.p1.parked: "},
+		{"/triage?queue=orders.p*.x", sameOrigin, http.StatusBadRequest, "are named Q.p*.dlq or Q.p*.parked"},
+		{"/triage?queue=nothing.p*.dlq", sameOrigin, http.StatusBadRequest, "no partition of nothing has a .dlq queue"},
+		{"/triage?queue=orders.p*.dlq", nil, http.StatusForbidden, "does not show that it comes from the dashboard"},
+		{"/triage?queue=orders.p*.dlq", http.Header{"Sec-Fetch-Site": {"cross-site"}}, http.StatusForbidden, "refused a request from another site"},
+	} {
+		code, got := send(t, srv, http.MethodGet, c.path, c.h, nil)
+		if code != c.code || !strings.Contains(got, c.says) || strings.Contains(got, `data-count=`) {
+			t.Errorf("%s: %d, want %d saying %q\n%s", c.path, code, c.code, c.says, got)
+		}
+	}
+	if n := depth(t, tr, "orders.p1.parked"); n != 0 {
+		t.Errorf("orders.p1.parked was read: %d", n)
 	}
 }
 

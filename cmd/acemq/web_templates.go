@@ -78,7 +78,8 @@ tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} td.li
 {{if .Partitioned}}{{$cols := 12}}{{if .Ordered}}{{$cols = 13}}{{end}}
 <table id="partitions"><tr><th>partitioned queue</th><th>ready</th><th>unacked</th><th>consumers</th><th>.dlq</th><th>.parked</th><th>retrying</th><th>in/s</th><th>out/s</th><th>node</th>{{if .Ordered}}<th>active consumer</th>{{end}}<th>state</th><th></th></tr>
 {{range .Partitioned}}
-<tr class="svc set" data-queue="{{.Queue}}"><td>{{.Label}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active"></td>{{end}}<td class="state">{{.Line.State}}</td><td></td></tr>
+<tr class="svc set" data-queue="{{.Queue}}"><td>{{.Label}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active"></td>{{end}}<td class="state">{{.Line.State}}</td>
+<td class="links">{{if .DLQSet}}<a class="triage-set" href="/triage?queue={{.DLQSet}}&amp;k={{$p.Key}}">triage every .dlq</a>{{end}}{{if .ParkedSet}} <a class="triage-set" href="/triage?queue={{.ParkedSet}}&amp;k={{$p.Key}}">every .parked</a>{{end}}</td></tr>
 {{range .Rows}}<tr class="partition{{if .Idle}} idle{{end}}" data-queue="{{.Queue}}"><td>&nbsp;&nbsp;{{.Queue}}</td>{{template "pline" .Line}}{{if $.Data.Ordered}}<td class="active">{{.Line.Active}}</td>{{end}}<td class="state">{{.Line.State}}{{if .Idle}} <span class="missing no-consumer">(no consumer)</span>{{end}}</td>
 <td class="links">{{if .DLQ}}<a href="/triage?queue={{.DLQ}}&amp;k={{$p.Key}}">triage .dlq</a>{{end}}{{if .Parked}} <a href="/triage?queue={{.Parked}}&amp;k={{$p.Key}}">triage .parked</a>{{end}}</td></tr>
 {{range index $.Data.Breakers .Name}}
@@ -101,8 +102,10 @@ tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} td.li
 
 {{define "triage"}}{{template "head" .}}{{$p := .}}{{with .Data}}{{if not $p.Error}}
 <p id="summary"><b>{{esc .Queue}}</b>: <span id="depth">{{.Depth}}</span> ready, read <span id="read">{{.Read}}</span> in <span id="groups">{{len .Groups}}</span> groups (none consumed).</p>
-{{if .Cost}}<p class="ro" id="cost">{{.Cost}}.</p>{{end}}{{end}}
-{{$queue := .Queue}}
+{{if .Cost}}<p class="ro" id="cost">{{.Cost}}.</p>{{end}}
+{{if .Partitions}}<p id="partitions">Read from {{range $i, $s := .Partitions}}{{if $i}}, {{end}}<a href="/triage?queue={{$s.Queue}}&amp;k={{$p.Key}}">{{esc $s.Queue}}</a> ({{$s.Read}} of {{$s.Depth}}){{end}}.</p>
+{{if $p.AllowActions}}<p class="ro" id="set-actions">A group is replayed or discarded from its partition's page (the links), or from every partition at once by acemq triage '{{esc .Queue}}' --replay GROUP (or --discard).</p>{{end}}{{end}}{{end}}
+{{$queue := .Queue}}{{$set := .Partitions}}
 {{range .Groups}}
 <div class="group" id="{{.ID}}" data-count="{{.Count}}">
 <p><code>{{.ID}}</code> · <b class="count">{{.Count}}</b> {{if eq .Count 1}}message{{else}}messages{{end}} · {{.Kind}} · attempts {{attempts .}}</p>
@@ -110,9 +113,10 @@ tr.breaker td{background:#fff4f0} tr.partition.idle td{background:#fff8e6} td.li
 <tr><th>reason</th><td><code>{{esc .Key}}</code></td></tr>
 {{if .FirstCreated}}<tr><th>created</th><td>{{when .FirstCreated}} .. {{when .LastCreated}}</td></tr>{{end}}
 {{if .FirstDeadLettered}}<tr><th>dead-lettered by the broker</th><td>{{when .FirstDeadLettered}} .. {{when .LastDeadLettered}}</td></tr>{{end}}
-<tr><th>sample</th><td>{{if .SampleID}}<a class="sample" href="/message?queue={{$queue}}&amp;id={{.SampleID}}&amp;k={{$p.Key}}">{{esc .SampleID}}</a>{{else}}-{{end}} <code>{{.SampleBody}}</code></td></tr>
+{{if .Queues}}<tr><th>partitions</th><td class="in">{{range $i, $c := .Queues}}{{if $i}}, {{end}}<a href="/triage?queue={{$c.Queue}}&amp;k={{$p.Key}}">{{esc $c.Queue}}</a> <b>{{$c.Count}}</b>{{end}}</td></tr>{{end}}
+<tr><th>sample</th><td>{{if .SampleID}}<a class="sample" href="/message?queue={{if .SampleQueue}}{{.SampleQueue}}{{else}}{{$queue}}{{end}}&amp;id={{.SampleID}}&amp;k={{$p.Key}}">{{esc .SampleID}}</a>{{else}}-{{end}} <code>{{.SampleBody}}</code></td></tr>
 </table>
-{{if $p.AllowActions}}
+{{if and $p.AllowActions (not $set)}}
 <form method="post" action="/replay"><input type="hidden" name="token" value="{{$p.Token}}"><input type="hidden" name="queue" value="{{$queue}}"><input type="hidden" name="group" value="{{.ID}}">
 <button type="submit" class="replay">replay {{.Count}} to their queue</button></form>
 &nbsp;
