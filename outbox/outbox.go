@@ -58,8 +58,9 @@ func (o *Outbox) Table() string { return o.name.String() }
 
 // Write adds msg to the outbox inside tx and returns its x-acemq-id. It is
 // published only if tx commits: a rolled-back transaction owes nothing.
-// The commit also notifies the relays (a NOTIFY is delivered on commit and
-// only then), so a running relay publishes at once.
+// The commit also notifies the relays if none is awake (a NOTIFY is
+// delivered on commit and only then), so a running relay publishes at
+// once; an awake one finds the row as it claims again.
 //
 // A message that could never be published is refused here rather than by
 // the broker later: a malformed target or header wraps [ErrInvalidMessage],

@@ -75,27 +75,28 @@ func (p *pipeline) takeErr() error {
 }
 
 // step claims a batch, starts its publishes in order and hands it to the
-// settler. more says a next batch may be due at once; err is this claim's
-// error or that of settles since the last step. A batch cut at its byte
+// settler. more says a next batch may be due at once, found that this
+// claim found rows; err is this claim's error or that of settles since
+// the last step. A batch cut at its byte
 // budget settles before step returns, so that the rows it left are claimed
 // next, in order. ctx ending stops new publishes; what was started is
 // settled.
-func (p *pipeline) step(ctx context.Context) (more bool, err error) {
+func (p *pipeline) step(ctx context.Context) (more, found bool, err error) {
 	if err := p.takeErr(); err != nil || ctx.Err() != nil {
-		return false, err
+		return false, false, err
 	}
 	b, err := p.r.claim(p.work)
 	if err != nil || b == nil {
-		return false, err
+		return false, false, err
 	}
 	f := &inflight{claimed: b, results: make([]result, len(b.rows)), settled: make(chan struct{})}
 	p.start(ctx, f)
 	p.queue <- f
 	if b.cut || ctx.Err() != nil {
 		<-f.settled
-		return b.more, p.takeErr()
+		return b.more, true, p.takeErr()
 	}
-	return b.more, nil
+	return b.more, true, nil
 }
 
 // start publishes f's rows, starting them in order as slots free up, and

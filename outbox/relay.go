@@ -112,9 +112,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Error("outbox relay batch failed as it stopped", zap.Error(err))
 		}
 	}()
+	aw := &awake{r: r}
+	defer aw.close(ctx)
 	failures := 0
 	for {
-		more, err := p.step(ctx)
+		more, found, err := p.step(ctx)
 		switch {
 		case err == nil:
 			failures = 0
@@ -131,14 +133,37 @@ func (r *Relay) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
+			aw.release(work) // it claims after the backoff anyway
 			wait := backoff(r.cfg.backoffMin, min(r.cfg.backoffMax, maxRetryWait), failures-1)
 			r.log.Error("outbox relay batch failed; retrying", zap.Error(err),
 				zap.Int("failures", failures), zap.Stringer("retry_in", wait))
 			_ = ibackoff.Sleep(ctx, nil, wait, nil) // a notification does not cut a backoff short
-		case !more:
-			_ = ibackoff.Sleep(ctx, nil, r.cfg.poll, wake)
+		case found && more:
+			// Awake: the writers need not notify (awake.go), and a full
+			// batch claims again at once.
+			aw.take(work)
+		case found:
+			aw.take(work)
+			r.rest(ctx, aw, wake) // a partial batch: the relay caught up
+		default:
+			r.rest(ctx, aw, wake) // nothing due
 		}
 	}
+}
+
+// rest is what a relay that caught up does before it claims again: if it
+// holds the awake lock and may let go of it (no writer's transaction is
+// open), it does and claims once more at once, to find what committed
+// before; else it claims again after awakePoll, or sooner when notified.
+func (r *Relay) rest(ctx context.Context, aw *awake, wake <-chan struct{}) {
+	if aw.held && aw.sleep(ctx) {
+		return
+	}
+	if aw.held {
+		_ = ibackoff.Sleep(ctx, nil, awakePoll, wake)
+		return
+	}
+	_ = ibackoff.Sleep(ctx, nil, r.cfg.poll, wake)
 }
 
 // workContext is the context of a batch's database work and publishes: it

@@ -284,3 +284,50 @@ func (f *fixture) attemptsOf(t testing.TB, id string) (int, string, bool) {
 	}
 	return n, *last, true
 }
+
+// TestRelayAwakeLosesNoWake: writers commit in bursts, some holding their
+// transaction open after the write, while the relay goes to sleep and
+// wakes between the bursts; with a poll interval of an hour, every row
+// must be published by a notification or by the relay's last claim
+// before it slept (awake.go), never left to the poll.
+func TestRelayAwakeLosesNoWake(t *testing.T) {
+	const writers, bursts, perBurst = 8, 20, 24
+	forEachBroker(t, func(t *testing.T, b broker) {
+		f := setup(t, b)
+		c := collect(t, f.tr, f.queue)
+		stop := run(t, newRelay(t, f.o, f.tr, outbox.WithPollInterval(time.Hour)))
+		listening(t, f)
+		ctx := context.Background()
+		for burst := range bursts {
+			errs := make(chan error, perBurst)
+			jobs := make(chan int, perBurst)
+			for i := range perBurst {
+				jobs <- i
+			}
+			close(jobs)
+			for range writers {
+				go func() {
+					for i := range jobs {
+						errs <- pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+							_, err := f.o.Write(ctx, tx, outbox.Message{Queue: f.queue, Body: []byte(fmt.Sprint(burst*perBurst + i))})
+							if err == nil && i%3 == 0 {
+								time.Sleep(time.Duration(i%7) * time.Millisecond) // a transaction that goes on after its write
+							}
+							return err
+						})
+					}
+				}()
+			}
+			for range perBurst {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.wait(t, (burst+1)*perBurst, 60*time.Second) // the relay caught up, and may sleep before the next burst
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		f.waitEmpty(t, 30*time.Second)
+	})
+}

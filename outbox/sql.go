@@ -31,6 +31,7 @@ const batchBytes = 32 << 20
 type queries struct {
 	create, insert, claim, body, remove, fail, stats string
 	listen, channel                                  string
+	keys                                             lockKeys // see awake.go
 }
 
 func newQueries(name pgident.Name) queries {
@@ -43,7 +44,9 @@ func newQueries(name pgident.Name) queries {
 	if len(channel) > pgident.MaxLen {
 		channel = channel[:pgident.MaxLen]
 	}
-	q := queries{channel: channel, listen: "LISTEN " + pgx.Identifier{channel}.Sanitize()}
+	q := queries{channel: channel, listen: "LISTEN " + pgx.Identifier{channel}.Sanitize(), keys: newLockKeys(channel)}
+	w := fmt.Sprintf("%d, %d", q.keys.writingClass, q.keys.object)
+	a := fmt.Sprintf("%d, %d", q.keys.awakeClass, q.keys.object)
 	q.create = `CREATE TABLE IF NOT EXISTS ` + t + ` (
 	seq             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	id              text        NOT NULL,
@@ -61,7 +64,14 @@ func newQueries(name pgident.Name) queries {
 CREATE INDEX IF NOT EXISTS ` + name.Local("_next_attempt_at_idx") + ` ON ` + t + ` (next_attempt_at);
 CREATE OR REPLACE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $acemq$
 BEGIN
-	PERFORM pg_notify('` + channel + `', '');
+	-- Notify only when no relay is awake (it holds the lock tested here);
+	-- the lock taken first, held to this transaction's end, is what a
+	-- relay that goes to sleep checks for. See outbox/awake.go.
+	PERFORM pg_advisory_xact_lock_shared(` + w + `);
+	IF pg_try_advisory_lock_shared(` + a + `) THEN
+		PERFORM pg_advisory_unlock_shared(` + a + `);
+		PERFORM pg_notify('` + channel + `', '');
+	END IF;
 	RETURN NULL;
 END
 $acemq$;
