@@ -77,6 +77,7 @@ type handler struct {
 	// delivery asleep.
 	abandoned []time.Time
 	sleeping  atomic.Int64 // handlers asleep on the clock, for a failure's story
+	running   atomic.Int64 // handlers at work, not asleep
 	// asleep are the handlers asleep on the clock now, by queue; one whose
 	// delivery the broker took back (its connection closed, its queue
 	// deleted) is orphaned: its wait counts in Pending with no unsettled
@@ -100,7 +101,9 @@ func (h *handler) sleep(queue string) func() {
 	h.asleep[s] = struct{}{}
 	h.mu.Unlock()
 	h.sleeping.Add(1)
+	h.running.Add(-1)
 	return func() {
+		h.running.Add(1)
 		h.sleeping.Add(-1)
 		h.mu.Lock()
 		delete(h.asleep, s)
@@ -156,6 +159,8 @@ func (h *handler) serve(ctx context.Context, m *acemq.Message) ack.Ack {
 	h.mu.Lock()
 	sc := h.scripts[m.ID()]
 	h.mu.Unlock()
+	h.running.Add(1)
+	defer h.running.Add(-1)
 	n := h.l.call(m.ID())
 	a := h.answer(ctx, m.Queue(), sc, n)
 	if a.Outcome() == ack.OutcomeAccept {

@@ -14,8 +14,8 @@ type ledger struct {
 	mu        sync.Mutex
 	published []string
 	queue     map[string]string // where each id was published
-	calls     map[string]int // handler calls, by id: the scripts count attempts by it
-	handled   map[string]int // the handler returned Accept
+	calls     map[string]int    // handler calls, by id: the scripts count attempts by it
+	handled   map[string]int    // the handler returned Accept
 	dlq       map[string]int
 	parked    map[string]int
 	held      map[string]int // still in a work queue, rung or delay queue at the end

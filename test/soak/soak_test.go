@@ -263,7 +263,6 @@ func head(s []string) []string {
 	return s[:min(len(s), 10)]
 }
 
-
 // atRisk marks as destroyed by the deletion of q what it may take with
 // it, as test/faults' work-queue-deleted counts "no more than the queue
 // held and the server had been sent": the ids q holds ready, those the
