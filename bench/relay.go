@@ -262,7 +262,36 @@ func relayAcemq(ctx context.Context, e *env, m *meter) (err error) {
 		return fmt.Errorf("without NOTIFY: %w", err)
 	}
 	fig.polled = mark.since(e.n)
-	return expectQueued(e, e.cfg.channels+e.n+paced+e.n+e.n)
+
+	// The whole path again with the trigger as it was before the relay
+	// said when it is awake: every commit notifies, whatever the relay is
+	// doing. The before of the same run, for the ratio of the change.
+	err, stop = stop(), nil
+	if err != nil {
+		return err
+	}
+	if _, err := rpool.Exec(ctx, "CREATE OR REPLACE FUNCTION "+table+"_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('"+table+"', ''); RETURN NULL; END $$; ALTER TABLE "+table+" ENABLE TRIGGER "+table+"_notify"); err != nil {
+		return fmt.Errorf("put back the always-notifying trigger: %w", err)
+	}
+	if relay, err = outbox.NewRelay(o, clock, outbox.WithConcurrency(e.cfg.window)); err != nil {
+		return err
+	}
+	stop = start()
+	mark = markCPU(e.cfg.postgresURL, m.brokerPID)
+	if err := w.closedLoop(ctx, 5, e.n); err != nil {
+		return fmt.Errorf("always NOTIFY: %w", err)
+	}
+	fig.always = mark.since(e.n)
+	if paced > 0 { // the same offered rate as the timed part's latency
+		l, err := w.openLoop(ctx, 6, e.cfg.relayLoad*rate)
+		if err != nil {
+			return fmt.Errorf("always NOTIFY, latency: %w", err)
+		}
+		l.load, l.maxRate = e.cfg.relayLoad, rate
+		fig.alwaysLatency = &l
+		paced += l.n
+	}
+	return expectQueued(e, e.cfg.channels+e.n+paced+e.n+e.n+e.n)
 }
 
 // relayPoll is the poll interval of the relay run without NOTIFY.
@@ -276,6 +305,12 @@ type relayFigures struct {
 	// polled is the whole path with the NOTIFY trigger disabled and a
 	// relay polling every relayPoll.
 	polled relayPart
+	// always is the whole path with the trigger notifying on every commit,
+	// as before the relay held its awake lock (outbox/awake.go).
+	always relayPart
+	// alwaysLatency is commit → confirm on that path, at the timed part's
+	// offered rate; nil when the latency part is off.
+	alwaysLatency *loadLatency
 }
 
 // relayPart is one half of the path run alone.

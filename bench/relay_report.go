@@ -29,6 +29,14 @@ type relayRow struct {
 	// The whole path with the table's NOTIFY trigger disabled, the relay
 	// polling every 10 ms.
 	WithoutNotify *relayPartRow `json:"without_notify,omitempty"`
+	// The whole path with the trigger notifying on every commit, as before
+	// the relay said when it is awake: the same run's before.
+	AlwaysNotify *relayPartRow `json:"always_notify,omitempty"`
+	// AwakeGain is the timed path's msgs/s over AlwaysNotify's, by round.
+	AwakeGain *spread `json:"vs_always_notify,omitempty"`
+	// AlwaysLatency is commit → confirm with the trigger notifying on
+	// every commit, at the same offered rate as Latency.
+	AlwaysLatency *latencyRow `json:"always_notify_commit_to_confirm,omitempty"`
 }
 
 // relayPartRow is one half of the path over the rounds.
@@ -68,8 +76,8 @@ func relayNote(r result) string {
 	if f == nil {
 		return ""
 	}
-	return fmt.Sprintf("  PostgreSQL CPU µs/msg %.1f; writers alone %.0f msgs/s, relay alone %.0f msgs/s, without NOTIFY %.0f msgs/s",
-		micros(f.pgCPU), f.write.rate, f.drain.rate, f.polled.rate)
+	return fmt.Sprintf("  PostgreSQL CPU µs/msg %.1f; writers alone %.0f msgs/s, relay alone %.0f msgs/s, without NOTIFY %.0f msgs/s, always NOTIFY %.0f msgs/s",
+		micros(f.pgCPU), f.write.rate, f.drain.rate, f.polled.rate, f.always.rate)
 }
 
 // withRelayFigures fills acemq's relay row from the results: the ratio's
@@ -93,7 +101,10 @@ func withRelayFigures(cfg config, rows []row, results []result) []row {
 		var ratios []float64
 		lr := &latencyRow{}
 		var maxes, offered, p50, p99, p999, mx, pg []float64
-		writes, drains, polls := map[int]relayPart{}, map[int]relayPart{}, map[int]relayPart{}
+		writes, drains, polls, always := map[int]relayPart{}, map[int]relayPart{}, map[int]relayPart{}, map[int]relayPart{}
+		var gains []float64
+		al := &latencyRow{}
+		var ap50, ap99, ap999, amx, aoff []float64
 		for _, round := range slices.Sorted(maps.Keys(byRound[acemqSys])) {
 			a := byRound[acemqSys][round]
 			if b, ok := byRound[rawSys][round]; ok && b.msgsPerSec() > 0 {
@@ -109,6 +120,16 @@ func withRelayFigures(cfg config, rows []row, results []result) []row {
 				}
 				if f.polled.rate > 0 {
 					polls[round] = f.polled
+				}
+				if f.always.rate > 0 {
+					always[round] = f.always
+					gains = append(gains, a.msgsPerSec()/f.always.rate)
+				}
+				if l := f.alwaysLatency; l != nil {
+					al.Load = l.load
+					ap50, ap99, ap999, amx = append(ap50, ms(l.p50)), append(ap99, ms(l.p99)), append(ap999, ms(l.p999)), append(amx, ms(l.max))
+					aoff = append(aoff, l.rate)
+					al.N = append(al.N, l.n)
 				}
 			}
 			for _, l := range a.latency {
@@ -129,6 +150,16 @@ func withRelayFigures(cfg config, rows []row, results []result) []row {
 		}
 		rr.WritersAlone, rr.RelayAlone = partRow(writes, byRound[rawSys]), partRow(drains, byRound[rawSys])
 		rr.WithoutNotify = partRow(polls, byRound[rawSys])
+		rr.AlwaysNotify = partRow(always, byRound[rawSys])
+		if len(gains) > 0 {
+			g := spreadOf(gains)
+			rr.AwakeGain = &g
+		}
+		if len(al.N) > 0 {
+			al.Offered, al.P50, al.P99, al.P999, al.Max = spreadOf(aoff), spreadOf(ap50), spreadOf(ap99), spreadOf(ap999), spreadOf(amx)
+			al.PerRoundP99 = ap99
+			rr.AlwaysLatency = al
+		}
 		if len(lr.N) > 0 {
 			lr.MaxMsgsPerS, lr.Offered = spreadOf(maxes), spreadOf(offered)
 			lr.P50, lr.P99, lr.P999, lr.Max = spreadOf(p50), spreadOf(p99), spreadOf(p999), spreadOf(mx)
@@ -164,7 +195,7 @@ func writeRelayTable(w io.Writer, rows []row) {
 			name string
 			p    *relayPartRow
 		}{{"writers alone (no relay running)", rr.WritersAlone}, {"relay alone (draining what they left)", rr.RelayAlone},
-			{"without NOTIFY (trigger off, 10 ms poll)", rr.WithoutNotify}} {
+			{"without NOTIFY (trigger off, 10 ms poll)", rr.WithoutNotify}, {"always NOTIFY (the trigger before)", rr.AlwaysNotify}} {
 			if part.p == nil {
 				continue
 			}
@@ -174,6 +205,9 @@ func writeRelayTable(w io.Writer, rows []row) {
 			}
 			fmt.Fprintf(w, "  %-40s %.0f msgs/s (%.0f–%.0f)%s; CPU µs/msg %.1f, PostgreSQL %.1f, broker %.1f\n", part.name,
 				part.p.MsgsPerS.Median, part.p.MsgsPerS.Min, part.p.MsgsPerS.Max, vs, part.p.CPUPerMsgUs, part.p.PostgresUs, part.p.BrokerUs)
+		}
+		if g := rr.AwakeGain; g != nil {
+			fmt.Fprintf(w, "relay over always NOTIFY in the same round: %.2f× (%.2f–%.2f×)\n", g.Median, g.Min, g.Max)
 		}
 		l := rr.Latency
 		if l == nil {
@@ -186,6 +220,10 @@ func writeRelayTable(w io.Writer, rows []row) {
 		fmt.Fprintln(tw, "relay msgs/s\toffered msgs/s\tn\tp50\tp99\tp99.9\tmax\t")
 		fmt.Fprintf(tw, "%.0f\t%.0f\t%d\t%s\t%s\t%s\t%s\t\n", l.MaxMsgsPerS.Median, l.Offered.Median, l.N[0],
 			cell(l.P50), cell(l.P99), cell(l.P999), cell(l.Max))
+		if a := rr.AlwaysLatency; a != nil {
+			fmt.Fprintf(tw, "always NOTIFY\t%.0f\t%d\t%s\t%s\t%s\t%s\t\n", a.Offered.Median, a.N[0],
+				cell(a.P50), cell(a.P99), cell(a.P999), cell(a.Max))
+		}
 		tw.Flush()
 	}
 }

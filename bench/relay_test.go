@@ -49,10 +49,16 @@ func TestRelayScenario(t *testing.T) {
 	if rr.VsRaw == nil || rr.VsRaw.Median <= 0 || a.Ratios["vs_amqp091"] != rr.VsRaw.Median {
 		t.Errorf("ratio: %+v, ratios %v", rr.VsRaw, a.Ratios)
 	}
-	for name, p := range map[string]*relayPartRow{"writers alone": rr.WritersAlone, "relay alone": rr.RelayAlone, "without NOTIFY": rr.WithoutNotify} {
+	for name, p := range map[string]*relayPartRow{"writers alone": rr.WritersAlone, "relay alone": rr.RelayAlone, "without NOTIFY": rr.WithoutNotify, "always NOTIFY": rr.AlwaysNotify} {
 		if p == nil || p.MsgsPerS.Median <= 0 {
 			t.Errorf("%s: %+v", name, p)
 		}
+	}
+	if g := rr.AwakeGain; g == nil || g.Median <= 0 {
+		t.Errorf("relay over always NOTIFY: %+v", g)
+	}
+	if a := rr.AlwaysLatency; a == nil || len(a.N) != 1 || a.N[0] < 1 || a.P50.Median <= 0 {
+		t.Errorf("commit → confirm latency, always NOTIFY: %+v", a)
 	}
 	l := rr.Latency
 	if l == nil || len(l.N) != 1 || l.N[0] < 1 || l.P50.Median <= 0 || l.P99.Median < l.P50.Median || l.Dups != 0 {
