@@ -32,11 +32,13 @@ import (
 // traffic dropped both ways, AMQP untouched) for 20 s and then healed.
 // The majority elects new leaders; node 1 sees itself in the minority and
 // pauses, closing its clients' connections, which reconnect to the
-// majority. Every id is accounted for (the FAULT line): lost must be 0,
+// majority. A fourth server, connected to node 1 only, stays away until
+// the heal and must say so (CheckReady not ready while node 1 is paused).
+// Every id is accounted for (the FAULT line): lost must be 0,
 // duplicates are counted.
 func TestFaultNetsplitLeaderCut(t *testing.T) {
 	t.Parallel()
-	sc := netsplitScenario{name: "netsplit-leader-cut", pol: clusterWaitsPolicy().WithDelayQueues(true)}
+	sc := netsplitScenario{name: "netsplit-leader-cut", pol: clusterWaitsPolicy().WithDelayQueues(true), minorityClient: true}
 	sc.run(t)
 }
 
@@ -98,6 +100,10 @@ type netsplitScenario struct {
 	oneWay bool
 	// measureOnly reports lost messages instead of failing on them.
 	measureOnly bool
+	// minorityClient adds a fourth server, connected to the victim only
+	// (no fallbacks), which must say it is not ready while the victim is
+	// paused.
+	minorityClient bool
 }
 
 // netsplitJobs are n jobs: every fifth fails once (a retry that waits in
@@ -187,6 +193,11 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 				t.Fatal(err)
 			}
 		}
+	}
+	if sc.minorityClient {
+		tr := dial(t, nodes[victim].URL, log, rabbitmq.WithConnectionName("netsplit server on node 1 only"))
+		runs = append(runs, serve(t, tr, q, &acemq.Server{Retry: sc.pol, PublishTimeout: 5 * time.Second,
+			Queues: map[string]acemq.QueueConfig{q: cfg}}, prog.record(how.record(l.handler(2*time.Millisecond))), log))
 	}
 	levels := delayQueues()
 	waitingOn := levels
@@ -311,7 +322,10 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 		sc.name, gap.Round(time.Millisecond), gapFrom.Sub(cutAt).Round(time.Millisecond), prog.perPhase(cutAt, pausedAt, healAt))
 	t.Logf("%s: handler calls per second from 5 s before the cut to 15 s after the heal: %v", sc.name,
 		prog.perSecond(cutAt.Add(-5*time.Second), int(healAt.Sub(cutAt)/time.Second)+20))
-	t.Logf("%s: CheckReady of the servers on nodes 1, 0, 2: %s", sc.name, notReady.describe(cutAt))
+	t.Logf("%s: CheckReady of the servers on nodes 1, 0, 2 (and 1 only): %s", sc.name, notReady.describe(cutAt))
+	if sc.minorityClient && !notReady.notReadyWithin(3, pausedAt, healAt) {
+		t.Errorf("%s: the server connected to node 1 only said it was ready all the while node 1 was paused", sc.name)
+	}
 	t.Logf("%s: the library said, from the cut to 30 s after the heal:\n%s", sc.name, said.between(cutAt, healAt.Add(30*time.Second), cutAt))
 
 	var r result

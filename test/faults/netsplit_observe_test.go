@@ -140,6 +140,19 @@ func (r *readiness) stop() *readiness {
 	return r
 }
 
+// notReadyWithin reports whether server i said it was not ready at some
+// time between from and to.
+func (r *readiness) notReadyWithin(i int, from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sp := range r.spans[i] {
+		if !sp.to.Before(from) && !sp.from.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
 // describe says, per server, when it said not ready relative to ref.
 func (r *readiness) describe(ref time.Time) string {
 	r.mu.Lock()
