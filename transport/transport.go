@@ -72,6 +72,15 @@ type Subscription interface {
 	Err() error
 }
 
+// Ended is implemented by subscriptions that say when they ended: Ended
+// is closed once Deliveries is closed (what it still buffers may be read
+// after). A server learns from it that the broker cancelled its consumer
+// (the queue deleted) while its handlers still run, and declares the
+// queue again at once instead of once they return.
+type Ended interface {
+	Ended() <-chan struct{}
+}
+
 // ConsumeOptions tune a subscription.
 type ConsumeOptions struct {
 	// Prefetch bounds the unsettled deliveries (basic.qos). Zero means 1.

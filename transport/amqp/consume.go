@@ -67,6 +67,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, opts transport.Co
 		out:      make(chan transport.Delivery, prefetch),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		over:     make(chan struct{}),
 	}
 	if t.cfg.connPerConsumer {
 		conn, err := t.openConsumeConn(ctx, queue)
@@ -116,6 +117,7 @@ type subscription struct {
 	cancelFn context.CancelFunc
 	haltOnce sync.Once
 	done     chan struct{} // closed when run has returned
+	over     chan struct{} // closed with out (closeOut)
 
 	rpc       sync.Mutex // channel RPCs (cancel, close) must not overlap
 	mu        sync.Mutex
@@ -327,7 +329,13 @@ func (s *subscription) closeOut() {
 	default:
 	}
 	close(s.out)
+	close(s.over)
 }
+
+// Ended is closed once Deliveries is (transport.Ended).
+func (s *subscription) Ended() <-chan struct{} { return s.over }
+
+var _ transport.Ended = (*subscription)(nil)
 
 // dropBuffered drops the deliveries waiting in Deliveries: their channel is
 // gone, so they are stale and the broker redelivers them.

@@ -277,7 +277,7 @@ func (c *Conn) Consume(ctx context.Context, queue string, opts transport.Consume
 	}
 	s := &subscription{c: c, q: q, tag: tag, prefetch: prefetch, single: opts.SingleActive,
 		probation: prefetch > 1 && !opts.SingleActive, // probation.go
-		ch:        make(chan transport.Delivery, prefetch)}
+		ch:        make(chan transport.Delivery, prefetch), ended: make(chan struct{})}
 	b.watchRefusals(s, opts.OnRefused)
 	s.reportTimeoutsTo(opts.OnConsumerTimeout)
 	c.subs = append(c.subs, s)

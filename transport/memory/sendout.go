@@ -104,6 +104,7 @@ func (b *Broker) closeChannel(s *subscription) {
 	s.out.pending = s.out.pending[:0]
 	s.out.closed = true
 	close(s.ch)
+	close(s.ended)
 }
 
 // dropUnsent drops what was delivered to s and not received yet, posted

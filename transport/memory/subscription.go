@@ -18,6 +18,7 @@ type subscription struct {
 	prefetch int
 	single   bool // ConsumeOptions.SingleActive: no probation, one consumer (singleactive.go)
 	ch       chan transport.Delivery
+	ended    chan struct{} // closed with ch (sendout.go)
 
 	// guarded by the broker's lock
 	held      holder
@@ -32,6 +33,11 @@ type subscription struct {
 }
 
 var _ transport.Subscription = (*subscription)(nil)
+
+// Ended is closed once Deliveries is (transport.Ended).
+func (s *subscription) Ended() <-chan struct{} { return s.ended }
+
+var _ transport.Ended = (*subscription)(nil)
 
 // Deliveries yields the queue's messages; it is closed by Cancel, Close,
 // the connection's Close, or the queue's deletion (then Err is
