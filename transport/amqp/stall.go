@@ -29,16 +29,20 @@ const DefaultStallAfter = 10 * time.Second
 type stallWatch struct {
 	after      time.Duration // 0: never stalled
 	waiting    atomic.Int64  // publishes awaiting a confirm
-	busySince  atomic.Int64  // UnixNano when waiting last rose from 0
+	busySince  atomic.Int64  // UnixNano of the first publish begun since the last answer
 	lastAnswer atomic.Int64  // UnixNano of the last confirm or nack
 	since      atomic.Int64  // UnixNano the stall began; 0 when not stalled
 	gen        uint64        // the connection the stall is on (the drain loop's alone)
 }
 
 // begin counts a publish that waits for the broker from now: for a
-// channel, if it needs one, and then for its confirm.
+// channel, if it needs one, and then for its confirm. The silence is
+// counted from the first publish begun since the last answer, not from
+// the latest: publishes that give up before the bound (a caller's short
+// deadline) and are tried again are one silence, not many short ones.
 func (w *stallWatch) begin(now time.Time) {
-	if w.waiting.Add(1) == 1 {
+	w.waiting.Add(1)
+	if w.busySince.Load() <= w.lastAnswer.Load() {
 		w.busySince.Store(now.UnixNano())
 	}
 }

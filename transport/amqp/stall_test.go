@@ -44,6 +44,37 @@ func TestStalledFor(t *testing.T) {
 	}
 }
 
+// Publishes that give up before the bound and are tried again, none
+// answered, are one silence: the broker is stalled once the first of
+// them began the bound ago, though none waited that long.
+func TestStallAcrossShortPublishes(t *testing.T) {
+	log := zap.NewNop()
+	w := &stallWatch{after: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	w.begin(t0)
+	w.answer(t0.Add(time.Millisecond))
+	w.end()
+	for i := range 4 { // 3 s each, no answer
+		at := t0.Add(time.Second + time.Duration(i)*3*time.Second)
+		w.begin(at)
+		w.tick(at.Add(2*time.Second), 1, log)
+		if i < 3 && w.err(at) != nil {
+			t.Fatalf("stalled %s after the last answer", at.Sub(t0))
+		}
+		if i < 3 {
+			w.end()
+		}
+	}
+	if err := w.err(t0.Add(12 * time.Second)); !errors.Is(err, transport.ErrStalled) {
+		t.Fatalf("not stalled 12 s into four 3 s publishes with no answer: %v", err)
+	}
+	w.answer(t0.Add(13 * time.Second))
+	w.tick(t0.Add(13*time.Second), 1, log)
+	if err := w.err(t0.Add(13 * time.Second)); err != nil {
+		t.Fatalf("still stalled after an answer: %v", err)
+	}
+}
+
 // A broker that takes publishes and answers none (its VM stopped: its
 // sockets open, nothing read or sent back, as a node cut off from its
 // cluster's majority confirms nothing) is called stalled once a publish
