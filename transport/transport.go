@@ -74,9 +74,8 @@ type Subscription interface {
 
 // Ended is implemented by subscriptions that say when they ended: Ended
 // is closed once Deliveries is closed (what it still buffers may be read
-// after). A server learns from it that the broker cancelled its consumer
-// (the queue deleted) while its handlers still run, and declares the
-// queue again at once instead of once they return.
+// after), so that a caller whose readers are all busy learns that the
+// broker cancelled the consumer (the queue deleted) without receiving.
 type Ended interface {
 	Ended() <-chan struct{}
 }

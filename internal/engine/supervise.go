@@ -60,7 +60,7 @@ func (c *consumer) startWorkersN(sub transport.Subscription, n int) *sync.WaitGr
 // stops Run with the broker's reason.
 func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) {
 	for {
-		c.awaitWorkers(sub, alive)
+		alive.Wait()
 		if isClosed(c.e.stop.requested) {
 			return
 		}
@@ -173,44 +173,4 @@ func (c *consumer) subscription() transport.Subscription {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sub
-}
-
-// awaitWorkers waits for the workers of sub to end. Should sub end first,
-// unasked, because its queue was deleted under the server (cancelled, or
-// not found), while a handler still runs (a long job, up to the handler
-// timeout), the queue's topology is declared again at once where the
-// server may declare: publishes to the queue and copies expiring from its
-// rungs meanwhile find it rather than nothing. It is consumed again once
-// the workers have ended, as before; with no handler running they end at
-// once, and nothing is declared early. (Found by test/soak: a queue stayed
-// missing as long as one handler of it ran.)
-func (c *consumer) awaitWorkers(sub transport.Subscription, alive *sync.WaitGroup) {
-	ended, ok := sub.(transport.Ended)
-	if !ok || !c.q.declare {
-		alive.Wait()
-		return
-	}
-	workersDone := make(chan struct{})
-	go func() {
-		alive.Wait()
-		close(workersDone)
-	}()
-	select {
-	case <-workersDone:
-		return
-	case <-ended.Ended():
-	}
-	if err := sub.Err(); c.holding.Load() > 0 && !isClosed(c.e.stop.requested) && !c.switched() &&
-		(errors.Is(err, transport.ErrCancelled) || errors.Is(err, transport.ErrNotFound)) {
-		ctx, cancel := context.WithTimeout(context.Background(), c.e.publishTimeout)
-		if derr := c.e.declare(ctx, c.q); derr != nil {
-			c.e.log.Warn("acemq: the queue was deleted while a handler of it runs; declaring it again failed, tried again once its handlers finish",
-				zap.String("queue", c.q.name), zap.Error(derr))
-		} else {
-			c.e.log.Info("acemq: the queue was deleted while a handler of it runs; declared again now, consumed again once its handlers finish",
-				zap.String("queue", c.q.name), zap.Error(err))
-		}
-		cancel()
-	}
-	<-workersDone
 }

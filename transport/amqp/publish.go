@@ -72,6 +72,21 @@ func newPublisher(conn *amqpconn.Conn, cfg config) *publisher {
 	return p
 }
 
+// tickStall re-decides the stall (stall.go) on the current connection;
+// a publisher made without one or a logger (a test's) has generation 0
+// and logs nothing.
+func (p *publisher) tickStall() {
+	var gen uint64
+	if p.conn != nil {
+		gen = p.conn.Generation()
+	}
+	log := p.log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	p.stall.tick(time.Now(), gen, log)
+}
+
 // close stops the drain loop; the connection's close resolves whatever is
 // still in flight as unconfirmed.
 func (p *publisher) close() {
@@ -95,7 +110,7 @@ func (p *publisher) drainLoop() {
 			}
 			next := make(chan struct{})
 			close(*p.expiry.Swap(&next))
-			p.stall.tick(time.Now(), p.conn.Generation(), p.log)
+			p.tickStall()
 		}
 	}
 }
