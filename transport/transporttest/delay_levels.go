@@ -411,7 +411,7 @@ func (e *env) arriveInTime(c transport.Transport, l layout, w *watch, cs []level
 		late := a.at.Sub(published[a.i].Add(r.Wait))
 		t.Logf("%s: due after %v, arrived %v after due", tc.name, r.Wait, late)
 		switch {
-		case late < -skew:
+		case late < -early(r.Wait):
 			t.Errorf("%s: arrived %v early", tc.name, -late)
 		case late > lateBy:
 			t.Errorf("%s: arrived %v late, over %v", tc.name, late, lateBy)
