@@ -69,15 +69,16 @@ func TestRabbitMQWebPartitions(t *testing.T) {
 	row := func(name string) string { return `tr[data-queue="` + name + `"]` }
 	// The management API's numbers are its last sample: reload until it
 	// has the dead letter, the consumers and the breaker.
-	var dlq, consumers, active string
+	var dlq, consumers, total, active string
 	var breakers int
 	if !polltest.UntilEvery(90*time.Second, time.Second, func() bool {
 		browse(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS(`#partitions`)))
 		dlq, consumers, active = text(row(q)+` .dlq`), text(row(parts[0])+` .consumers`), text(row(parts[0])+` .active`)
+		total = text(row(q) + ` .consumers`) // "?" until every partition has been sampled
 		breakers = read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-breaker="`+instance+`"]').length`))
-		return dlq == "1" && consumers == "2" && active == `ledger-\x1b[2J-1` && breakers == 1
+		return dlq == "1" && consumers == "2" && total == "2" && active == `ledger-\x1b[2J-1` && breakers == 1
 	}) {
-		t.Fatalf("the set's .dlq %q (want 1), %s's consumers %q (want 2) and active consumer %q, %d rows of the breaker (want 1)", dlq, parts[0], consumers, active, breakers)
+		t.Fatalf("the set's .dlq %q (want 1) and consumers %q (want 2), %s's consumers %q (want 2) and active consumer %q, %d rows of the breaker (want 1)", dlq, total, parts[0], consumers, active, breakers)
 	}
 	if label := text(row(q) + ` td`); label != q+" (3 partitions, ordered)" {
 		t.Errorf("the set's line says %q", label)
