@@ -36,6 +36,11 @@ func (e *Engine) Ended() <-chan struct{} { return e.stop.ended }
 func (e *Engine) CheckReady() error {
 	select {
 	case <-e.stop.requested:
+		if ch, ok := e.t.(transport.Checker); ok {
+			if err := ch.Check(); err != nil { // why it stops, as likely as not: say it
+				return fmt.Errorf("stopping: %w", err)
+			}
+		}
 		return fmt.Errorf("stopping")
 	default:
 	}
