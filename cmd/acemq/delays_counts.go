@@ -41,7 +41,7 @@ func (a *app) countUnseen(fs *flag.FlagSet, flagValue string, out *delaysOut) (i
 			return a.fail(fs, err), false
 		}
 		if mc.base.Scheme == "https" {
-			err = a.explainTLS(fs, err)
+			err = a.explainTLS(fs, mc.base.String(), err)
 		}
 		out.ManagementError = a.redact(err.Error())
 		var me *mgmtError

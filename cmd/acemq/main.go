@@ -227,7 +227,7 @@ func (a *app) connect(fs *flag.FlagSet, url string) (transport.Transport, int) {
 	t, err := a.dial(withTLS(a.ctx, cfg), url)
 	if err != nil {
 		if strings.HasPrefix(url, "amqps://") {
-			err = a.explainTLS(fs, err)
+			err = a.explainTLS(fs, url, err)
 		}
 		if !strings.Contains(a.redact(err.Error()), redact.URL(url)) {
 			err = fmt.Errorf("connect to %s: %w", redact.URL(url), err)

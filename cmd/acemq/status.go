@@ -156,7 +156,7 @@ Example:
 		return a.fail(fs, err)
 	}
 	if mc.base.Scheme == "https" {
-		err = a.explainTLS(fs, err)
+		err = a.explainTLS(fs, mc.base.String(), err)
 	}
 	out.Source, out.ManagementError = "passive declares", a.redact(err.Error())
 	out.Unseen = unseenByDeclare

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 )
 
 // Environment variables read when the TLS flags are not given.
@@ -82,30 +85,82 @@ func (a *app) tlsConfig(fs *flag.FlagSet) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// explainTLS adds to an error of a TLS connection what the operator can do
-// about it. A broker that requires a client certificate (RabbitMQ's
-// ssl_options.fail_if_no_peer_cert) and gets none ends the handshake with
-// an alert, or, as Go's TLS 1.3 client sees it, by closing the connection
-// right after: "connection reset by peer" or EOF, or, when amqp091-go had
-// begun the AMQP handshake by then, its ErrClosed ("channel/connection is
-// not open", seen on a loaded machine).
-func (a *app) explainTLS(fs *flag.FlagSet, err error) error {
+// explainTLS adds to an error of a TLS connection to rawURL what the
+// operator can do about it. A broker that requires a client certificate
+// (RabbitMQ's ssl_options.fail_if_no_peer_cert) and gets none ends the
+// handshake with an alert; Go's TLS 1.3 client, whose handshake is done
+// before the server has looked at the certificate, sees the alert only
+// when it reads, and the AMQP client reports whatever it was doing then
+// (EOF, a reset, a closed connection, an unparseable frame). So without a
+// client certificate the error is not guessed from: probeTLS shakes hands
+// once more and reads the server's answer itself.
+func (a *app) explainTLS(fs *flag.FlagSet, rawURL string, err error) error {
 	msg := err.Error()
-	has := func(parts ...string) bool {
-		for _, p := range parts {
-			if strings.Contains(msg, p) {
-				return true
-			}
-		}
-		return false
-	}
 	switch {
-	case has("certificate signed by unknown authority"):
+	case strings.Contains(msg, "certificate signed by unknown authority"):
 		return fmt.Errorf("%w (give the CA that signed the broker's certificate with --tls-ca or $%s)", err, EnvTLSCA)
-	case has("certificate is valid for", "certificate is not valid for"):
+	case strings.Contains(msg, "certificate is valid for"), strings.Contains(msg, "certificate is not valid for"):
 		return fmt.Errorf("%w (give the name the certificate carries with --tls-server-name or $%s)", err, EnvTLSServerName)
-	case a.tlsInUse(fs).cert == "" && has("connection reset by peer", "EOF", "certificate required", "bad certificate", "handshake failure", "broken pipe", "channel/connection is not open"):
+	case a.tlsInUse(fs).cert == "" && a.probeTLS(fs, rawURL) == errCertificateWanted:
 		return fmt.Errorf("%w (the broker may require a client certificate: give --tls-cert and --tls-key, or $%s and $%s)", err, EnvTLSCert, EnvTLSKey)
+	}
+	return err
+}
+
+// greetings are what a client says first, by scheme, so that a server
+// that accepted the handshake answers.
+var greetings = map[string][]byte{
+	"amqps": []byte("AMQP\x00\x00\x09\x01"),
+	"https": []byte("HEAD / HTTP/1.0\r\n\r\n"),
+}
+
+// errCertificateWanted is probeTLS's finding that the server refused a
+// handshake without a client certificate.
+var errCertificateWanted = errors.New("the server wants a client certificate")
+
+// probeTLS shakes hands with rawURL's host as fs's flags say, greets it
+// and reads until the server speaks or 5 seconds pass. It returns
+// errCertificateWanted when the server refused for want of a client
+// certificate (TLS 1.3's certificate_required alert, TLS 1.2's
+// handshake_failure or bad_certificate), else nil or another error.
+func (a *app) probeTLS(fs *flag.FlagSet, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"amqps": "5671", "https": "443"}[u.Scheme]
+	}
+	cfg, err := a.tlsConfig(fs)
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err == nil {
+		defer conn.Close()
+		deadline, _ := ctx.Deadline()
+		_ = conn.SetDeadline(deadline)
+		// A greeting makes a willing server answer at once; a refusing
+		// one's alert is read first, whether or not the write got there.
+		_, _ = conn.Write(greetings[u.Scheme])
+		_, err = conn.Read(make([]byte, 1))
+	}
+	if err == nil {
+		return nil
+	}
+	for _, alert := range []string{"remote error: tls: certificate required", "remote error: tls: bad certificate", "remote error: tls: handshake failure"} {
+		if strings.Contains(err.Error(), alert) {
+			return errCertificateWanted
+		}
 	}
 	return err
 }
