@@ -10,7 +10,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
-	"github.com/acemq/acemq/transport/memory"
+	"github.com/acemq/acemq/transport"
 )
 
 // script is what the handler does with one message, drawn by the
@@ -67,7 +67,7 @@ var errWarehouse = errors.New("soak: the warehouse is not answering")
 // writes the answers into the ledger.
 type handler struct {
 	l     *ledger
-	clock *memory.Clock
+	clock transport.Clock // the memory broker's virtual clock, or RabbitMQ's run's scaled wall clock
 
 	mu      sync.Mutex
 	scripts map[string]script

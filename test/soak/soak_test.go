@@ -13,6 +13,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 )
 
@@ -59,7 +60,6 @@ func TestSoak(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	wallStart := time.Now()
 	t.Logf("soak seed %d (replay with -soak.seed=%d)", seed, seed)
 	defer func() {
@@ -76,38 +76,26 @@ func TestSoak(t *testing.T) {
 	pub := &acemq.Publisher{Transport: pubConn, Mandatory: true}
 
 	start := w.clock.Now()
-	end := start.Add(*durationFlag)
-	nextPub := start.Add(exp(r, *intervalFlag))
-	nextFault := start.Add(exp(r, *faultFlag))
+	sched := newSchedule(seed, start, *durationFlag)
 	faults := map[string]int{}
-	seq := 0
 	for {
-		at := nextPub
-		if nextFault.Before(at) {
-			at = nextFault
-		}
-		if at.After(end) {
+		st, ok := sched.next()
+		if !ok {
 			break
 		}
-		w.advanceTo(at)
-		if at.Equal(nextPub) {
-			seq++
-			id := fmt.Sprintf("soak-%06d", seq)
-			q := workQueues[r.IntN(len(workQueues))]
-			sc := drawScript(r)
-			w.h.set(id, sc)
-			w.note("publish %s to %s: %s %v", id, q, sc.kind, sc.sleep)
-			publish(t, pub, l, id, q)
-			nextPub = at.Add(max(exp(r, *intervalFlag), time.Millisecond))
+		w.advanceTo(st.at)
+		if st.fault == "" {
+			w.h.set(st.id, st.script)
+			w.note("publish %s to %s: %s %v", st.id, st.queue, st.script.kind, st.script.sleep)
+			publish(t, pub, l, st.id, st.queue)
 			continue
 		}
-		kind := drawFault(r)
+		kind := st.fault
 		if kind != "none" {
 			faults[kind]++
 		}
 		w.note("fault %s", kind)
-		w.inject(r, kind, l)
-		nextFault = at.Add(max(exp(r, *faultFlag), time.Millisecond))
+		w.inject(st, l)
 	}
 
 	// The schedule is over: no more faults, everything that waits is let
@@ -118,7 +106,7 @@ func TestSoak(t *testing.T) {
 	w.undelivered()
 	simulated := w.clock.Now().Sub(start)
 	w.stop()
-	collect(t, pubConn, l)
+	collect(t, pubConn, l, classicPolicy)
 	heldDL := 0
 	for _, q := range workQueues {
 		heldDL += w.broker.DeadLettering(q)
@@ -166,26 +154,26 @@ func publish(t *testing.T, pub *acemq.Publisher, l *ledger, id, q string) {
 	}
 }
 
-// inject makes one fault of kind happen now.
-func (w *world) inject(r *rand.Rand, kind string, l *ledger) {
-	switch kind {
+// inject makes the fault of st happen now.
+func (w *world) inject(st step, l *ledger) {
+	switch st.fault {
 	case "connections-closed":
 		w.h.orphan("") // before: a handler may not fall asleep in between unmarked
 		w.broker.CloseConnections()
 	case "nack":
-		w.arm(memory.Nack, 1+r.IntN(3))
+		w.arm(memory.Nack, st.n)
 	case "unconfirmed":
-		w.arm(memory.LoseConfirm, 1+r.IntN(3))
+		w.arm(memory.LoseConfirm, st.n)
 	case "dropped":
-		w.arm(memory.Drop, 1+r.IntN(3))
+		w.arm(memory.Drop, st.n)
 	case "blocked":
-		w.arm(memory.Block, 1+r.IntN(5))
+		w.arm(memory.Block, st.n)
 	case "consumers-cancelled":
-		w.broker.CancelConsumers(workQueues[r.IntN(len(workQueues))])
+		w.broker.CancelConsumers(st.target)
 	case "queue-deleted":
 		// What the queue holds ready is gone by the operator's hand:
 		// counted apart, never as lost. What the server holds it settles.
-		q := workQueues[r.IntN(len(workQueues))]
+		q := st.target
 		w.atRisk(q, l)
 		w.h.orphan(q)
 		w.broker.DeleteQueue(q)
@@ -201,8 +189,9 @@ func deliveryID(h map[string]any) string {
 }
 
 // collect takes everything left in the soak's queues into the ledger: the
-// dead letters and parked messages as ends, the rest as held.
-func collect(t *testing.T, conn *memory.Conn, l *ledger) {
+// dead letters and parked messages as ends, the rest as held; classic is
+// the classic queue's policy, whose rungs are looked in.
+func collect(t *testing.T, conn transport.Transport, l *ledger, classic retry.Policy) {
 	t.Helper()
 	for _, q := range workQueues {
 		take(t, conn, acemq.DeadLetterQueue(q), l, l.dlq, false)
@@ -211,7 +200,7 @@ func collect(t *testing.T, conn *memory.Conn, l *ledger) {
 	// Rungs and delay queues first: what expires from them meanwhile is
 	// then found in its work queue.
 	var rest []string
-	for _, d := range classicPolicy.BrokerRungs() {
+	for _, d := range classic.BrokerRungs() {
 		rest = append(rest, retry.RungName(classicQueue, d))
 	}
 	rest = append(rest, delay.Queues()...)
@@ -221,7 +210,7 @@ func collect(t *testing.T, conn *memory.Conn, l *ledger) {
 	}
 }
 
-func take(t *testing.T, conn *memory.Conn, q string, l *ledger, into map[string]int, held bool) {
+func take(t *testing.T, conn transport.Transport, q string, l *ledger, into map[string]int, held bool) {
 	t.Helper()
 	for {
 		d, ok, err := conn.Get(context.Background(), q)
