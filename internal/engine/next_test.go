@@ -25,6 +25,7 @@ func TestNext(t *testing.T) {
 	env := wire.Envelope{ID: "m-1", Attempt: 2}
 	retryRung := verdict{settle: settleCopy, where: "broker", copy: hop{to: "orders.retry.1m20s", attempt: 3, rung: true, delay: 80 * time.Second}}
 	retryDelayed := verdict{settle: settleCopy, where: "delays", copy: hop{to: "orders", attempt: 3, delayed: true, delay: 80 * time.Second}}
+	retryInProcess := verdict{settle: settleCopy, where: "process", copy: hop{to: "orders", attempt: 3, wait: 80 * time.Second}}
 	dead := giveUp("orders.dlq", env, "exhausted 2 attempts: boom", "exhausted")
 	tooLong := fmt.Errorf("publish: %w", &transport.LimitError{Field: "headers", Size: 140000, Limit: 129016})
 	held := func(v verdict) plan { // refused: nacked seven times
@@ -55,7 +56,7 @@ func TestNext(t *testing.T) {
 			want: turnPlaced, settle: settleAck, outcome: outcomeRetry},
 		{name: "routed give-up: ack, counted by its cause", q: plain, from: start(dead), r: []published{copyRouted},
 			want: turnPlaced, settle: settleAck, outcome: outcomeExhausted},
-		{name: "rung deleted (queue_deleted): the wait in the process, then the work queue", q: plain, from: start(retryRung), r: []published{copyUnroutable},
+		{name: "rung deleted (refusal: queues-deleted): the wait in the process, then the work queue", q: plain, from: start(retryRung), r: []published{copyUnroutable},
 			want: turnRungMissing, settle: settleCopy, pause: pauseWait,
 			check: func(t *testing.T, p plan) {
 				if p.copy != (hop{to: "orders", attempt: 3, wait: 80 * time.Second}) || p.where != "process" || p.pause.d != 80*time.Second || p.tries != 0 {
@@ -71,8 +72,17 @@ func TestNext(t *testing.T) {
 					t.Errorf("held: %+v", p)
 				}
 			}},
-		{name: ".dlq deleted, queue with its own dead-letter route: rejected to it", q: ownRoute, from: start(dead), r: []published{copyUnroutable},
+		{name: ".dlq deleted, queue with its own dead-letter route (refusal: queues-deleted): rejected to it", q: ownRoute, from: start(dead), r: []published{copyUnroutable},
 			want: turnOwnRoute, settle: settleReject, outcome: outcomeOwnRoute},
+		{name: "retry waited in the process, its work queue deleted (queue_deleted): held, tried again", q: plain, from: start(retryInProcess), r: []published{copyUnroutable},
+			want: turnHeld, settle: settleCopy, pause: pauseHeld,
+			check: func(t *testing.T, p plan) {
+				if !p.holding || p.copy.to != "orders" || p.copy.attempt != 3 || p.tries != 0 || p.pause.d < 500*time.Millisecond || p.pause.d > time.Second {
+					t.Errorf("held for the work queue: %+v", p)
+				}
+			}},
+		{name: "held for its work queue, placed once the queue is declared again (queue_deleted)", q: plain, from: held(retryInProcess), r: []published{copyRouted},
+			want: turnPlaced, settle: settleAck, outcome: outcomeRetry},
 		{name: "nacked once (cluster leader election): again after 50ms", q: plain, from: start(dead), r: []published{copyNacked},
 			want: turnNacked, settle: settleCopy, pause: pauseRepublish,
 			check: func(t *testing.T, p plan) {
