@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -114,16 +115,11 @@ func TestAwaitRunning(t *testing.T) {
 				got <- end
 			}()
 			if tt.then != nil {
-				deadline := time.Now().Add(10 * time.Second)
-				for { // until the wait has asked for its wake-ups
+				polltest.Within(t, 10*time.Second, "the wait has asked for its wake-ups", func() bool {
 					running.mu.Lock()
-					waiting := running.changed != nil
-					running.mu.Unlock()
-					if waiting || time.Now().After(deadline) {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
+					defer running.mu.Unlock()
+					return running.changed != nil
+				})
 				tt.then(e, c, running)
 			}
 			select {
