@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/flow"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport/memory"
 )
 
@@ -111,17 +112,20 @@ func TestBreakerConcurrentProbes(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(time.Minute)
+	// waitFor moves the clock 100 ms at a time until cond holds, letting
+	// the workers run a millisecond between two moves.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("gave up waiting for %s; status %+v", what, b.Status())
+		if !polltest.UntilEvery(polltest.Generous, time.Millisecond, func() bool {
+			if cond() {
+				return true
 			}
 			clock.Advance(100 * time.Millisecond)
-			time.Sleep(time.Millisecond) // let the workers run between advances
+			return false
+		}) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("gave up waiting for %s; status %+v", what, b.Status())
 		}
 	}
 	for round := range 3 {
