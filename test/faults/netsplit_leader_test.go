@@ -104,6 +104,99 @@ type netsplitScenario struct {
 	// (no fallbacks), which must say it is not ready while the victim is
 	// paused.
 	minorityClient bool
+	// delayOf, when set, is the Delay job i is published with (0: none),
+	// so that delayed messages walk the levels across the cut.
+	delayOf func(i int) time.Duration
+	// feed, when set, starts a producer besides the publishers (the
+	// outbox relay of netsplit_walk_test.go) once the servers consume.
+	feed func(t testing.TB, s *brokertest.Netsplit, q string, log *zap.Logger) netsplitFeed
+}
+
+// netsplitFeed is a producer a scenario runs besides its publishers.
+type netsplitFeed interface {
+	// sent waits until the producer has written everything and returns
+	// the jobs it owes the broker.
+	sent(t testing.TB) []job
+	// stop ends it once the scenario settled, failing t if it still holds
+	// what it owes.
+	stop(t testing.TB)
+}
+
+// netsplitVictim is the node the scenarios cut off: the one that leads
+// their quorum queues.
+const netsplitVictim = 1
+
+// startNetsplit starts the three-node cluster that can split, stopped at
+// the end of t, with the dead-letter worker's confirm timeout
+// docs/operators.md tells operators to set.
+func startNetsplit(t testing.TB, name string) *brokertest.Netsplit {
+	t.Helper()
+	start := time.Now()
+	s, err := brokertest.StartNetsplitCluster(3, brokertest.NetsplitOptions{})
+	if err != nil {
+		t.Fatalf("start a three-node cluster that can split: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	t.Logf("%s: the cluster started in %s (pause_minority, net_ticktime 10 s)", name, time.Since(start).Round(time.Millisecond))
+	// The 3.10.8 dead-letter worker stall on a new leader
+	// (TestFaultClusterDelaysLeaderKilled): the timeout docs/operators.md
+	// tells operators to set.
+	for _, n := range s.Nodes {
+		n.Ctl(t, "eval", "application:set_env(rabbit, dead_letter_worker_publisher_confirm_timeout, 5000).")
+	}
+	return s
+}
+
+// netsplitSpan is when a partition's steps came.
+type netsplitSpan struct{ cut, paused, healed time.Time }
+
+// splitAndHeal cuts node victim off from the others (both ways, or only
+// what it sends), waits for pause_minority to pause it and for a leader
+// on the majority for every queue of led, keeps it cut until netsplitCut
+// after the cut, heals, and waits for the cluster to be whole again. It
+// logs each step with the cluster's view and what state says of the load.
+func splitAndHeal(t testing.TB, s *brokertest.Netsplit, name string, victim int, oneWay bool, led []string, state func() string) netsplitSpan {
+	t.Helper()
+	nodes := s.Nodes
+	other := nodes[(victim+1)%len(nodes)]
+	t.Logf("%s: before the cut, as %s lists them:\n%s", name, other.Name, quorumMembers(t, other, led))
+	var sp netsplitSpan
+	sp.cut = time.Now()
+	if oneWay {
+		s.IsolateOneWay(t, victim)
+	} else {
+		s.Isolate(t, victim)
+	}
+	t.Logf("%s: node %d cut off (%s), with %s", name, victim, map[bool]string{false: "both ways", true: "one way"}[oneWay], state())
+	polltest.Within(t, 90*time.Second, fmt.Sprintf("node %d paused by pause_minority and the majority running without it", victim), func() bool {
+		v, err := s.View(victim)
+		if err != nil || !v.Paused {
+			return false
+		}
+		v0, err := s.View((victim + 1) % len(nodes)) // other's
+		return err == nil && len(v0.Running) == len(nodes)-1 && !slices.Contains(v0.Running, nodes[victim].Name)
+	})
+	sp.paused = time.Now()
+	t.Logf("%s: %s after the cut, node %d is paused; cluster:\n%s", name, sp.paused.Sub(sp.cut).Round(time.Millisecond), victim, s.Describe())
+	var during map[string]string
+	polltest.Within(t, 90*time.Second, fmt.Sprintf("a leader on the majority for the %d quorum queues", len(led)), func() bool {
+		during = leaders(t, other)
+		for _, name := range led {
+			if during[name] == "" || during[name] == nodes[victim].Name {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%s: %s after the cut, the majority leads them all %v", name, time.Since(sp.cut).Round(time.Millisecond), countLeaders(during, led))
+	time.Sleep(time.Until(sp.cut.Add(netsplitCut)))
+	sp.healed = time.Now()
+	s.Heal(t)
+	t.Logf("%s: healed %s after the cut, with %s", name, sp.healed.Sub(sp.cut).Round(time.Millisecond), state())
+	polltest.Within(t, 120*time.Second, "the cluster whole again", s.Whole)
+	t.Logf("%s: whole %s after the heal; cluster:\n%s\nas %s lists them:\n%s", name, time.Since(sp.healed).Round(time.Millisecond), s.Describe(),
+		other.Name, quorumMembers(t, other, led))
+	return sp
 }
 
 // netsplitJobs are n jobs: every fifth fails once (a retry that waits in
@@ -132,20 +225,9 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 	t.Helper()
 	brokertest.SharedURL(t) // the same gating as every integration test
 	start := time.Now()
-	s, err := brokertest.StartNetsplitCluster(3, brokertest.NetsplitOptions{})
-	if err != nil {
-		t.Fatalf("start a three-node cluster that can split: %v", err)
-	}
-	t.Cleanup(s.Stop)
+	s := startNetsplit(t, sc.name)
 	nodes := s.Nodes
-	const victim = 1
-	t.Logf("%s: the cluster started in %s (pause_minority, net_ticktime 10 s)", sc.name, time.Since(start).Round(time.Millisecond))
-	// The 3.10.8 dead-letter worker stall on a new leader
-	// (TestFaultClusterDelaysLeaderKilled): the timeout docs/operators.md
-	// tells operators to set.
-	for _, n := range nodes {
-		n.Ctl(t, "eval", "application:set_env(rabbit, dead_letter_worker_publisher_confirm_timeout, 5000).")
-	}
+	const victim = netsplitVictim
 	core, logs := observer.New(zap.InfoLevel)
 	said := &libraryLog{obs: logs}
 	log := zap.New(zapcore.NewTee(testLogger(t).Core(), core))
@@ -225,14 +307,23 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 		for k := i; k < len(js); k += len(nodes) {
 			mine = append(mine, js[k])
 		}
+		first := i
 		pubWG.Go(func() {
-			got := publishEach(t, pubTr, mine, 1, 50*time.Millisecond, stats, &confirmed, func(_ int, j job) acemq.Outgoing {
-				return acemq.Outgoing{RoutingKey: q, ID: j.ID, Body: body(j), ContentType: "application/json"}
+			got := publishEach(t, pubTr, mine, 1, 50*time.Millisecond, stats, &confirmed, func(k int, j job) acemq.Outgoing {
+				o := acemq.Outgoing{RoutingKey: q, ID: j.ID, Body: body(j), ContentType: "application/json"}
+				if sc.delayOf != nil {
+					o.Delay = sc.delayOf(first + k*len(nodes))
+				}
+				return o
 			})
 			sentMu.Lock()
 			sent = append(sent, got...)
 			sentMu.Unlock()
 		})
+	}
+	var feed netsplitFeed
+	if sc.feed != nil {
+		feed = sc.feed(t, s, q, log)
 	}
 	ready := watchReady(runs)
 
@@ -245,43 +336,16 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 		return onThem > 0
 	})
 	cutAt := time.Now()
-	if sc.oneWay {
-		s.IsolateOneWay(t, victim)
-	} else {
-		s.Isolate(t, victim)
-	}
-	t.Logf("%s: node %d cut off (%s) %s after the start, with %d of %d published, %d handler calls made and %d messages waiting on %s",
-		sc.name, victim, map[bool]string{false: "both ways", true: "one way"}[sc.oneWay], cutAt.Sub(start).Round(time.Millisecond),
-		confirmed.Load(), len(js), l.totalCalls(), onThem, placeOf(sc.pol))
-	polltest.Within(t, 90*time.Second, fmt.Sprintf("node %d paused by pause_minority and the majority running without it", victim), func() bool {
-		v, err := s.View(victim)
-		if err != nil || !v.Paused {
-			return false
-		}
-		v0, err := s.View(0)
-		return err == nil && len(v0.Running) == 2 && !slices.Contains(v0.Running, nodes[victim].Name)
+	t.Logf("%s: %s after the start, %d messages wait on %s", sc.name, cutAt.Sub(start).Round(time.Millisecond), onThem, placeOf(sc.pol))
+	span := splitAndHeal(t, s, sc.name, victim, sc.oneWay, append([]string{q}, levels...), func() string {
+		return fmt.Sprintf("%d of %d published and %d handler calls made", confirmed.Load(), len(js), l.totalCalls())
 	})
-	pausedAt := time.Now()
-	t.Logf("%s: %s after the cut, node %d is paused; cluster:\n%s", sc.name, pausedAt.Sub(cutAt).Round(time.Millisecond), victim, s.Describe())
-	var during map[string]string
-	polltest.Within(t, 90*time.Second, "a leader on the majority for "+q+" and every level", func() bool {
-		during = leaders(t, nodes[0])
-		for _, name := range append([]string{q}, levels...) {
-			if during[name] == "" || during[name] == nodes[victim].Name {
-				return false
-			}
-		}
-		return true
-	})
-	t.Logf("%s: %s after the cut, %s leads %s, the levels are led %v", sc.name, time.Since(cutAt).Round(time.Millisecond), during[q], q, countLeaders(during, levels))
-	time.Sleep(time.Until(cutAt.Add(netsplitCut)))
-	healAt := time.Now()
-	s.Heal(t)
-	t.Logf("%s: healed %s after the cut, with %d of %d published and %d handler calls made", sc.name, healAt.Sub(cutAt).Round(time.Millisecond), confirmed.Load(), len(js), l.totalCalls())
-	polltest.Within(t, 120*time.Second, "the cluster whole again", s.Whole)
-	t.Logf("%s: whole %s after the heal; cluster:\n%s", sc.name, time.Since(healAt).Round(time.Millisecond), s.Describe())
+	pausedAt, healAt := span.paused, span.healed
 
 	pubWG.Wait()
+	if feed != nil {
+		sent = append(sent, feed.sent(t)...)
+	}
 	t.Logf("%s: producers done %s after the cut: %s", sc.name, time.Since(cutAt).Round(time.Millisecond), stats)
 	sk := newSink(nodes[0].URL, q)
 	// A run expected to lose messages waits less for what will not come.
@@ -302,6 +366,9 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 	}
 	after := leaders(t, nodes[0])
 	t.Logf("%s: after the heal, %s leads %s, the levels are led %v", sc.name, after[q], q, countLeaders(after, levels))
+	if feed != nil {
+		feed.stop(t)
+	}
 	notReady := ready.stop()
 	for _, r := range runs {
 		if err := r.stop(t); err != nil {
