@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -33,19 +34,17 @@ func TestBlockedPublishFailsFast(t *testing.T) {
 	t.Cleanup(func() { rabbitmqctl(t, node.Name, "set_vm_memory_high_watermark", "0.4") })
 	// The alarm takes effect within a moment, and the broker blocks a
 	// connection when it next publishes: keep publishing until it does.
-	for start := time.Now(); ; {
+	polltest.Within(t, 15*time.Second, "the publish connection is reported blocked", func() bool {
 		if _, blocked := tr.publish.Blocked(); blocked {
-			break
-		}
-		if time.Since(start) > 15*time.Second {
-			t.Fatal("the publish connection was never reported blocked")
+			return true
 		}
 		pctx := testCtx(t, 300*time.Millisecond)
 		if _, err := tr.Publish(pctx, transport.Publishing{RoutingKey: q}); err != nil &&
 			!errors.Is(err, transport.ErrUnconfirmed) && !errors.Is(err, transport.ErrBlocked) {
 			t.Fatalf("Publish under the alarm: %v", err)
 		}
-	}
+		return false
+	})
 	start := time.Now()
 	_, err = tr.Publish(ctx, transport.Publishing{RoutingKey: q})
 	// At once: the alternative waits for the alarm to clear, for ever; 2 s
@@ -64,15 +63,12 @@ func TestBlockedPublishFailsFast(t *testing.T) {
 	}
 
 	rabbitmqctl(t, node.Name, "set_vm_memory_high_watermark", "0.4")
-	for {
-		conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true})
-		if err == nil && conf.Routed {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("never unblocked: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !polltest.Until(50*time.Second, func() bool {
+		var conf transport.Confirmation
+		conf, err = tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true})
+		return err == nil && conf.Routed
+	}) {
+		t.Fatalf("never unblocked: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -45,11 +46,7 @@ func consumeAll(tb testing.TB, sub transport.Subscription, seen map[int]bool, n 
 func awaitStale(tb testing.TB, d transport.Delivery) {
 	tb.Helper()
 	a := d.Acknowledger.(*acker)
-	for start := time.Now(); !a.ch.IsClosed(); time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			tb.Fatal("the delivery's channel is still open")
-		}
-	}
+	polltest.Within(tb, 10*time.Second, "the delivery's channel is closed", a.ch.IsClosed)
 }
 
 func TestReconnectAfterConnectionsClosed(t *testing.T) {
@@ -159,16 +156,13 @@ func TestFailoverToNextNode(t *testing.T) {
 	rabbitmqctl(t, node.Name, "stop_app")
 	t.Cleanup(func() { rabbitmqctl(t, node.Name, "start_app") })
 	// The second node knows nothing of q until the transport declares it.
-	for {
-		conf, err := tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true,
+	if !polltest.Until(90*time.Second, func() bool {
+		var conf transport.Confirmation
+		conf, err = tr.Publish(ctx, transport.Publishing{RoutingKey: q, Mandatory: true,
 			Properties: transport.Properties{MessageID: "5"}})
-		if err == nil && conf.Routed {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("never published on the next node: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil && conf.Routed
+	}) {
+		t.Fatalf("never published on the next node: %v", err)
 	}
 	consumeAll(t, sub, seen, 6, 30*time.Second)
 }
