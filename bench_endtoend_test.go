@@ -38,12 +38,10 @@ func BenchmarkPublishServeMemory(b *testing.B) {
 	srv := &acemq.Server{Transport: conn, Handler: mux, Prefetch: 100, Concurrency: 4, Logger: zap.NewNop()}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(ctx) }()
-	for {
-		info, err := conn.Inspect(ctx, "bench")
-		if err == nil && info.Consumers > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-srv.Ready():
+	case err := <-runErr:
+		b.Fatalf("Run returned before it was ready: %v", err)
 	}
 	p := &acemq.Publisher{Transport: conn, Mandatory: true}
 	o := acemq.Outgoing{RoutingKey: "bench", Body: body, ContentType: "application/json"}
