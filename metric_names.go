@@ -20,4 +20,5 @@ const (
 	MetricRefusals       = telemetry.MetricRefusals       // "acemq.connection.refusals"
 	MetricBreaker        = telemetry.MetricBreaker        // "acemq.breaker.changes"
 	MetricThrottleWait   = telemetry.MetricThrottleWait   // "acemq.throttle.wait"
+	MetricUnconfirmed    = telemetry.MetricUnconfirmed    // "acemq.publish.unconfirmed"
 )

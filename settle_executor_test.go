@@ -130,6 +130,7 @@ func TestExecutorConclusions(t *testing.T) {
 			before: func(f *fixture) { f.broker.SetPublishFault(memory.FaultNext("q.dlq", memory.LoseConfirm)) },
 			then: func(t *testing.T, f *fixture, h *recorder) {
 				f.eventually("two copies in q.dlq", func() bool { return f.broker.Depth("q.dlq") == 2 })
+				f.counterReaches(acemq.MetricUnconfirmed, map[string]string{"destination": "q.dlq"}, 1) // the duplicate, counted
 				f.eventually("original acked", func() bool { return f.broker.Unacked("q")+f.broker.Depth("q") == 0 })
 				if h.count() != 2 {
 					t.Errorf("handled %d times, want 2", h.count())

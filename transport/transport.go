@@ -315,7 +315,10 @@ var (
 	ErrBlocked            = errors.New("acemq: connection blocked by the broker")
 	// ErrStalled: the broker accepts publishes and confirms none of them
 	// (a node cut off from its cluster's majority, a quorum queue without
-	// a leader); a Checker says so while it lasts.
+	// a leader); a Checker says so while it lasts. A publish refused with
+	// it was not sent: the transport lets one publish at a time through
+	// while stalled, to learn when the broker answers again, and refuses
+	// the others, as for ErrBlocked.
 	ErrStalled       = errors.New("acemq: broker stalled")
 	ErrStaleDelivery = errors.New("acemq: delivery already settled or its channel is gone")
 	ErrClosed        = errors.New("acemq: transport closed")

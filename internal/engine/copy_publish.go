@@ -70,7 +70,7 @@ func (c *consumer) publishOnce(ctx context.Context, m message, d transport.Deliv
 	switch {
 	case errors.Is(err, transport.ErrNacked):
 		return copyNacked, err
-	case errors.Is(err, transport.ErrBlocked):
+	case errors.Is(err, transport.ErrBlocked), errors.Is(err, transport.ErrStalled): // not sent
 		return copyBlocked, err
 	case errors.Is(err, transport.ErrTooLarge):
 		return copyTooLarge, err

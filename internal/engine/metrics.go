@@ -76,6 +76,7 @@ type instruments struct {
 	deadLettered   metric.Int64Counter
 	setAsideFailed metric.Int64Counter
 	rungMissing    metric.Int64Counter
+	unconfirmed    metric.Int64Counter
 	handled        metric.Int64Counter
 	retries        metric.Int64Counter
 	duration       metric.Float64Histogram
@@ -130,6 +131,8 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 		metric.WithDescription("Messages being handled now, by queue."))
 	in.confirm, _ = m.Float64Histogram(telemetry.MetricConfirmLatency, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(durationBuckets...),
 		metric.WithDescription("Time from publish to the broker's confirm, for the library's own hops."))
+	in.unconfirmed, _ = m.Int64Counter(telemetry.MetricUnconfirmed,
+		metric.WithDescription("Copies the server published whose outcome is unknown (no confirm came: the publish timeout, a channel or connection lost, a stalled broker), by queue and destination; the original went back to the broker, so each may be delivered twice."))
 	in.stamped, _ = m.Int64Counter(telemetry.MetricIDStamped,
 		metric.WithDescription("Messages with no id of their own, published again with one (ErrNeedsID) before a handler ran."))
 	in.snoozed, _ = m.Int64Counter(telemetry.MetricSnoozed,

@@ -33,7 +33,7 @@ const (
 	copyRouted     published = iota // confirmed, and a queue took it
 	copyUnroutable                  // confirmed, but no queue took it (for a delayed copy: its level's exchange is missing too)
 	copyNacked                      // the broker refused it
-	copyBlocked                     // the broker blocks publishes (a memory or disk alarm)
+	copyBlocked                     // not sent: the broker blocks publishes (a memory or disk alarm), or the transport holds them back while it is stalled
 	copyUnknown                     // no confirm: the channel closed, the timeout passed, the transport failed
 	copyTooLarge                    // refused before it was written: over an AMQP limit
 	copyForGood                     // the broker refuses every publish until an operator acts (forgood.go)

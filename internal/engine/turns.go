@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -11,6 +12,7 @@ import (
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/logging"
 	"github.com/acemq/acemq/retry"
+	"github.com/acemq/acemq/transport"
 )
 
 // turned carries out what a turn of the settlement owes besides the next
@@ -36,12 +38,20 @@ func (c *consumer) turned(m message, s settling, was plan, t turn, r published, 
 	case turnBlocked, turnNacked:
 		if was.tries == 0 { // once, as the first publish fails
 			what := "the broker is blocking publishes; holding the message until it clears"
-			if t == turnNacked {
+			switch {
+			case errors.Is(err, transport.ErrStalled):
+				what = "the broker is stalled (it confirms no publish); holding the message until it answers again"
+			case t == turnNacked:
 				what = "the broker nacked the copy; holding the message to publish it again"
 			}
 			c.e.log.Warn("acemq: "+what, zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.String("to", s.copy.to))
 		}
 	case turnUnknown:
+		if r != copyUnknown { // blocked or stalled for longer than the publish timeout: never sent
+			c.e.log.Warn("acemq: the copy could not be sent within the publish timeout; the original goes back to the broker", append(c.hopFields(m, was.verdict), zap.Error(err))...)
+			break
+		}
+		c.e.inst.unconfirmed.Add(s.ctx, 1, c.q.metrics.with(attribute.String("destination", was.copy.to)))
 		c.e.log.Warn("acemq: copy not confirmed; the original goes back to the broker", append(c.hopFields(m, was.verdict), zap.Error(err))...)
 	case turnForGood:
 		c.refusedCopy(m, was.copy.to, err)

@@ -37,4 +37,5 @@ const (
 	MetricRefusals       = "acemq.connection.refusals"
 	MetricBreaker        = "acemq.breaker.changes"
 	MetricThrottleWait   = "acemq.throttle.wait"
+	MetricUnconfirmed    = "acemq.publish.unconfirmed"
 )

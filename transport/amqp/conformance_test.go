@@ -18,5 +18,16 @@ func TestConformance(t *testing.T) {
 			return dialURL(tb, url)
 		},
 		Advance: func(_ testing.TB, d time.Duration) { time.Sleep(d) },
+		// A private node to stop (SIGSTOP), given to the case alone.
+		Stallable: func(tb testing.TB) transporttest.Stallable {
+			node := privateNode(tb)
+			node.Acquire(tb)
+			url, _ := node.FreshVhost(tb)
+			return transporttest.Stallable{
+				Transport: dialURL(tb, url, WithStallAfter(500*time.Millisecond), WithHeartbeat(time.Minute)),
+				Stall:     func() { node.Freeze(tb) },
+				Heal:      func() { node.Thaw(tb) },
+			}
+		},
 	})
 }

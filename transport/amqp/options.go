@@ -140,7 +140,8 @@ func WithInFlight(n int) Option {
 // coming before the transport calls the broker stalled: it logs a
 // warning, and Check (a server's readiness) fails with
 // transport.ErrStalled until a confirm comes or the publish connection is
-// replaced. Zero turns it off. The default is DefaultStallAfter.
+// replaced. Meanwhile one publish at a time is sent, and the others are
+// refused unsent with transport.ErrStalled. Zero turns it off. The default is DefaultStallAfter.
 func WithStallAfter(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d >= 0 {

@@ -155,6 +155,13 @@ func (p *publisher) publish(ctx context.Context, pub *transport.Publishing) (tra
 		}
 	}
 
+	probe, err := p.stall.admit(time.Now())
+	if err != nil {
+		return transport.Confirmation{}, fmt.Errorf("acemq: publish to %s: not sent: %w", destination(pub), err)
+	}
+	if probe {
+		defer p.stall.probed()
+	}
 	select {
 	case p.window <- struct{}{}:
 	case <-ctx.Done():

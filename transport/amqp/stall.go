@@ -32,6 +32,7 @@ type stallWatch struct {
 	busySince  atomic.Int64  // UnixNano of the first publish begun since the last answer
 	lastAnswer atomic.Int64  // UnixNano of the last confirm or nack
 	since      atomic.Int64  // UnixNano the stall began; 0 when not stalled
+	probing    atomic.Bool   // a publish sent while stalled awaits its answer
 	gen        uint64        // the connection the stall is on (the drain loop's alone)
 }
 
@@ -46,6 +47,29 @@ func (w *stallWatch) begin(now time.Time) {
 		w.busySince.Store(now.UnixNano())
 	}
 }
+
+// admit says whether a publish may go to the broker now: always, unless
+// the broker is stalled; then only while no other publish waits for it,
+// as the probe whose answer ends the stall (probe true: call probed when
+// it is done); an answer to a publish still waiting ends it as well. Any
+// other is
+// refused before it is sent, with an error wrapping
+// transport.ErrStalled: sending it would only add a message whose outcome
+// is unknown, to be published again and, if the stalled node forwards it
+// after all, delivered twice. So a stall's unknown outcomes are bounded:
+// what was in flight when it began, then one probe at a time.
+func (w *stallWatch) admit(now time.Time) (probe bool, err error) {
+	if w.since.Load() == 0 {
+		return false, nil
+	}
+	if w.waiting.Load() > 0 || !w.probing.CompareAndSwap(false, true) {
+		return false, w.err(now)
+	}
+	return true, nil
+}
+
+// probed ends the probe admit let through.
+func (w *stallWatch) probed() { w.probing.Store(false) }
 
 // answer records that the broker answered a publish (a confirm or a nack).
 func (w *stallWatch) answer(now time.Time) { w.lastAnswer.Store(now.UnixNano()) }

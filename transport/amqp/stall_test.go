@@ -75,12 +75,44 @@ func TestStallAcrossShortPublishes(t *testing.T) {
 	}
 }
 
-// A broker that takes publishes and answers none (its VM stopped: its
+// TestStallAdmitsOneProbe: a stalled watch lets one publish through at a
+// time, and only while no other waits, and refuses the others, wrapping
+// ErrStalled; not stalled, it lets every publish through.
+func TestStallAdmitsOneProbe(t *testing.T) {
+	t.Parallel()
+	var w stallWatch
+	now := time.Now()
+	for range 3 {
+		if probe, err := w.admit(now); probe || err != nil {
+			t.Fatalf("not stalled: admit = %v, %v, want every publish let through", probe, err)
+		}
+	}
+	w.since.Store(now.Add(-time.Minute).UnixNano())
+	probe, err := w.admit(now)
+	if !probe || err != nil {
+		t.Fatalf("stalled, the first: admit = %v, %v, want the probe", probe, err)
+	}
+	if probe, err := w.admit(now); probe || !errors.Is(err, transport.ErrStalled) {
+		t.Fatalf("stalled, a second while the probe waits: admit = %v, %v, want ErrStalled", probe, err)
+	}
+	w.probed()
+	w.begin(now) // a publish sent before the stall, still waiting
+	if probe, err := w.admit(now); probe || !errors.Is(err, transport.ErrStalled) {
+		t.Fatalf("stalled, a publish waiting: admit = %v, %v, want ErrStalled (its answer ends the stall)", probe, err)
+	}
+	w.end()
+	if probe, err := w.admit(now); !probe || err != nil {
+		t.Fatalf("stalled, nothing waiting: admit = %v, %v, want the next probe", probe, err)
+	}
+}
+
+// TestStallSeen: a broker that takes publishes and answers none (its VM stopped: its
 // sockets open, nothing read or sent back, as a node cut off from its
 // cluster's majority confirms nothing) is called stalled once a publish
 // has waited WithStallAfter: Check fails with transport.ErrStalled and a
 // warning says so. When the broker goes on, the waiting publish is
 // confirmed, Check passes again, and an info line says the stall ended.
+// Meanwhile a second publish is refused unsent.
 func TestStallSeen(t *testing.T) {
 	node := privateNode(t)
 	node.Acquire(t)
@@ -117,6 +149,14 @@ func TestStallSeen(t *testing.T) {
 	msg := tr.Check().Error()
 	if !strings.Contains(msg, "waiting for the broker: 1") || !strings.Contains(msg, "publish connection") {
 		t.Errorf("Check: %q does not say what waits, and on which connection", msg)
+	}
+
+	// While stalled, another publish is refused before it is sent: it
+	// would only add an unknown outcome (and a duplicate, if the node
+	// takes it after all). The one in flight is the probe.
+	err := publish()
+	if !errors.Is(err, transport.ErrStalled) || !strings.Contains(err.Error(), "not sent") {
+		t.Errorf("a publish while stalled: %v, want a refusal, not sent, wrapping ErrStalled", err)
 	}
 
 	node.Thaw(t)

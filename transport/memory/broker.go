@@ -27,6 +27,7 @@ type Broker struct {
 	tags      uint64 // generated consumer tags
 
 	limit connLimit // SetConnectionLimit (connlimit.go)
+	stall stall     // Stall (stall.go)
 
 	acks   ackQueue        // Acks waiting for the lock's holder (acks.go)
 	posted []*subscription // delivered to under the lock, sent as it is released (sendout.go)

@@ -34,5 +34,9 @@ func TestConformance(t *testing.T) {
 	transporttest.Run(t, transporttest.Harness{
 		New:     func(tb testing.TB) transport.Transport { return broker(tb).Connect() },
 		Advance: func(tb testing.TB, d time.Duration) { broker(tb).Clock().Advance(d) },
+		Stallable: func(tb testing.TB) transporttest.Stallable {
+			b := broker(tb)
+			return transporttest.Stallable{Transport: b.Connect(), Stall: b.Stall, Heal: b.Unstall}
+		},
 	})
 }

@@ -23,9 +23,10 @@ type Conn struct {
 	b *Broker
 
 	// guarded by b.mu
-	closed bool
-	subs   []*subscription
-	gets   holder
+	closed    bool
+	subs      []*subscription
+	gets      holder
+	stallWait chan struct{} // a publish waits on a stalled broker (stall.go); closed as c closes
 }
 
 var (
@@ -83,7 +84,7 @@ func (c *Conn) Inspect(ctx context.Context, queue string) (transport.QueueInfo, 
 // x-overflow reject-publish refuses the message: ErrNacked, though the
 // other queues it was routed to took it, as on RabbitMQ. The broker's
 // publish fault function ([Broker.SetPublishFault]) may make it fail
-// otherwise.
+// otherwise, and a stalled broker ([Broker.Stall]) holds it unconfirmed.
 func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.Confirmation, error) {
 	if err := ctx.Err(); err != nil {
 		return transport.Confirmation{}, fmt.Errorf("%w: %w", transport.ErrUnconfirmed, err)
@@ -98,10 +99,24 @@ func (c *Conn) Publish(ctx context.Context, p transport.Publishing) (transport.C
 	default:
 		return transport.Confirmation{}, faultErr(&p, fault)
 	}
+	lost, err := c.waitStalled(ctx, &p, m, ttl, hasTTL)
+	if err != nil {
+		return transport.Confirmation{}, err
+	}
+	if lost {
+		fault = LoseConfirm
+	}
+	c.b.lock()
+	defer c.b.unlock()
+	return c.routeLocked(p, m, ttl, hasTTL, fault, false)
+}
+
+// routeLocked routes m, p's message, into its queues and says how that
+// went; evenClosed routes it through a closed connection too (a stalled
+// broker's publish, taken at Unstall).
+func (c *Conn) routeLocked(p transport.Publishing, m *message, ttl time.Duration, hasTTL bool, fault Fault, evenClosed bool) (transport.Confirmation, error) {
 	b := c.b
-	b.lock()
-	defer b.unlock()
-	if c.closed {
+	if c.closed && !evenClosed {
 		return transport.Confirmation{}, transport.ErrClosed
 	}
 	targets, ok := b.route(p.Exchange, m.routes())
@@ -330,6 +345,10 @@ func (b *Broker) closeConn(c *Conn) {
 		return
 	}
 	c.closed = true
+	if c.stallWait != nil {
+		close(c.stallWait)
+		c.stallWait = nil
+	}
 	delete(b.conns, c)
 	for _, s := range slices.Clone(c.subs) {
 		s.closeLocked()
@@ -377,7 +396,7 @@ func (c *Conn) Check() error {
 	if c.closed {
 		return transport.ErrClosed
 	}
-	return nil
+	return c.stalledLocked()
 }
 
 var _ transport.Checker = (*Conn)(nil)

@@ -37,6 +37,10 @@ type Harness struct {
 	// Advance lets d pass: the memory transport moves its virtual clock; a
 	// real broker sleeps. It is called with the tb New was called with.
 	Advance func(tb testing.TB, d time.Duration)
+	// Stallable, when set, returns a transport on a broker the test may
+	// stall (stall.go), for the case of it alone: a private node, say.
+	// Without it the case skips, except under CI.
+	Stallable func(tb testing.TB) Stallable
 }
 
 // Timeouts of the suite, in real time.
@@ -118,6 +122,8 @@ var cases = []testCase{
 	// delay.go
 	{"DelayWalk", testDelayWalk},
 	{"DelayUndeliverable", testDelayUndeliverable},
+	// stall.go
+	{"StallHoldsBack", testStallHoldsBack},
 }
 
 // Run runs every conformance test as subtests of t.
