@@ -78,6 +78,14 @@ type PublishResult struct {
 // broker has acknowledged the message. Bulk publishing is concurrent calls
 // to Publish, not a way to switch confirms off. A Publisher is safe for
 // concurrent use, and must not be copied after its first use.
+//
+// What an error means for publishing again: one wrapping
+// transport.ErrUnconfirmed is an unknown outcome (the message may be in
+// its queue, so publishing again may deliver it twice, under the same id
+// for a consumer's idempotency store to see); one wrapping
+// transport.ErrBlocked or transport.ErrStalled was not sent (a memory
+// alarm; a broker that confirms nothing, which the transport lets one
+// publish at a time reach), and is safe to publish again after a pause.
 type Publisher struct {
 	Transport transport.Transport
 	// Mandatory makes a message that reaches no queue an error wrapping
