@@ -151,15 +151,17 @@ func startNetsplit(t testing.TB, name string) *brokertest.Netsplit {
 type netsplitSpan struct{ cut, paused, healed time.Time }
 
 // splitAndHeal cuts node victim off from the others (both ways, or only
-// what it sends), waits for pause_minority to pause it and for a leader
-// on the majority for every queue of led, keeps it cut until netsplitCut
-// after the cut, heals, and waits for the cluster to be whole again. It
-// logs each step with the cluster's view and what state says of the load.
+// what it sends) at once, waits for pause_minority to pause it and for a
+// leader on the majority for every queue of led, keeps it cut until
+// netsplitCut after the cut, heals, and waits for the cluster to be whole
+// again. It logs each step with the cluster's view and what state says of
+// the load, and at the end each queue of led's leader and members
+// (quorumMembers; the caller logs them before, since rabbitmqctl takes a
+// second or more that a cut timed to a step cannot wait).
 func splitAndHeal(t testing.TB, s *brokertest.Netsplit, name string, victim int, oneWay bool, led []string, state func() string) netsplitSpan {
 	t.Helper()
 	nodes := s.Nodes
 	other := nodes[(victim+1)%len(nodes)]
-	t.Logf("%s: before the cut, as %s lists them:\n%s", name, other.Name, quorumMembers(t, other, led))
 	var sp netsplitSpan
 	sp.cut = time.Now()
 	if oneWay {
@@ -290,7 +292,8 @@ func (sc *netsplitScenario) run(t testing.TB) result {
 		}
 	}
 	before := leaders(t, nodes[0])
-	t.Logf("%s: before the cut, %s leads %s, the levels are led %v; cluster:\n%s", sc.name, before[q], q, countLeaders(before, levels), s.Describe())
+	t.Logf("%s: before the cut, %s leads %s, the levels are led %v; cluster:\n%s\nas node 0 lists them:\n%s", sc.name, before[q], q, countLeaders(before, levels),
+		s.Describe(), quorumMembers(t, nodes[0], append([]string{q}, levels...)))
 	if before[q] != nodes[victim].Name {
 		t.Fatalf("%s: the leader of %s is %q, want node %d, %s", sc.name, q, before[q], victim, nodes[victim].Name)
 	}
