@@ -227,15 +227,22 @@ func (tl *tally) result() result {
 	return r
 }
 
+// printLine prints the scenario's FAULT line, the one every scenario
+// prints, to stdout (for the runs' logs) and to the test's log.
+func (tl *tally) printLine(tb testing.TB, r result) {
+	tb.Helper()
+	line := fmt.Sprintf("FAULT %s: published=%d delivered=%d deadlettered=%d parked=%d lost=%d duplicates=%d",
+		tl.name, r.published, r.delivered, r.deadlettered, r.parked, r.lost, r.duplicates)
+	fmt.Println(line)
+	tb.Log(line)
+}
+
 // report prints the scenario's FAULT line and fails the test if anything was
 // lost, left queued, or ended where its script did not send it.
 func (tl *tally) report(tb testing.TB) result {
 	tb.Helper()
 	r := tl.result()
-	line := fmt.Sprintf("FAULT %s: published=%d delivered=%d deadlettered=%d parked=%d lost=%d duplicates=%d",
-		tl.name, r.published, r.delivered, r.deadlettered, r.parked, r.lost, r.duplicates)
-	fmt.Println(line)
-	tb.Log(line)
+	tl.printLine(tb, r)
 	if r.duplicates != 0 {
 		tb.Logf("%s: duplicates: %v", tl.name, head(r.duplicateIDs))
 	}

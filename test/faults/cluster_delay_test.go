@@ -312,10 +312,7 @@ func (sc *clusterWaits) run(tb testing.TB) (result, *arrivals) {
 func (tl *tally) measure(tb testing.TB) result {
 	tb.Helper()
 	r := tl.result()
-	line := fmt.Sprintf("FAULT %s: published=%d delivered=%d deadlettered=%d parked=%d lost=%d duplicates=%d",
-		tl.name, r.published, r.delivered, r.deadlettered, r.parked, r.lost, r.duplicates)
-	fmt.Println(line)
-	tb.Log(line)
+	tl.printLine(tb, r)
 	if r.lost != 0 {
 		tb.Logf("%s: lost (expected here): %v", tl.name, head(r.lostIDs))
 	}
