@@ -48,7 +48,14 @@ func (e *Engine) CheckReady() error {
 		return err
 	}
 	held := make([]string, 0, len(e.consumers))
+	var awaiting error // said last: anything else that is wrong comes first
 	for _, c := range e.consumers {
+		if !c.consuming.Load() && c.awaiting.Load() {
+			if awaiting == nil {
+				awaiting = fmt.Errorf("queue %s: the broker ended its consumer: %w", c.q.name, ErrAwaitingHandlers)
+			}
+			continue
+		}
 		if !c.consuming.Load() {
 			return fmt.Errorf("queue %s: the broker ended its consumer; consuming it again", c.q.name)
 		}
@@ -60,9 +67,11 @@ func (e *Engine) CheckReady() error {
 		return fmt.Errorf("every queue's breaker is open: %s", strings.Join(held, "; "))
 	}
 	if ch, ok := e.t.(transport.Checker); ok {
-		return ch.Check()
+		if err := ch.Check(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return awaiting
 }
 
 // Refused is the broker's refusal for now of the consumers' connections,

@@ -22,6 +22,10 @@ type consumer struct {
 	// consuming is false while the broker has ended the consumer and the
 	// supervisor declares and consumes again: Server.CheckReady reads it.
 	consuming atomic.Bool
+	// awaiting is true while the queue, deleted under the server and
+	// declared again, waits for its old subscription's handlers
+	// (rejoin.go).
+	awaiting atomic.Bool
 	// takenBack is closed, and replaced, each time the broker takes back
 	// what the consumer's channel held (consumer_timeout): a redelivery
 	// waiting for its message's handler (awaitRunning) was on it too.

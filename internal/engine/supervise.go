@@ -60,7 +60,7 @@ func (c *consumer) startWorkersN(sub transport.Subscription, n int) *sync.WaitGr
 // stops Run with the broker's reason.
 func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) {
 	for {
-		alive.Wait()
+		declared := c.awaitWorkers(sub, alive) // rejoin.go
 		if isClosed(c.e.stop.requested) {
 			return
 		}
@@ -86,9 +86,12 @@ func (c *consumer) supervise(sub transport.Subscription, alive *sync.WaitGroup) 
 			return
 		}
 		c.consuming.Store(false)
-		if refused {
+		switch {
+		case refused:
 			c.e.noteRefusal(c.q.name, err)
-		} else {
+		case declared:
+			c.e.log.Info("acemq: the queue's handlers returned; consuming it again", zap.String("queue", c.q.name))
+		default:
 			c.e.log.Error("acemq: the broker ended the consumer; declaring the queue again and consuming it again",
 				zap.String("queue", c.q.name), zap.Error(err))
 		}
