@@ -1,10 +1,12 @@
 package acemqtest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/internal/engine"
 	"github.com/acemq/acemq/internal/serverhook"
 )
 
@@ -104,18 +106,26 @@ func (s *Server) busy() string {
 		}
 	}
 	// A server whose every queue's breaker is open is not ready, and quiet:
-	// it waits on the clock for the cool-down.
-	if err := s.Server.CheckReady(); err != nil && (open == 0 || open < len(s.queues())) {
+	// it waits on the clock for the cool-down. So is one whose queue,
+	// deleted under it and declared again, waits for handlers still
+	// running on its old subscription while something waits on the clock:
+	// they may be asleep on it (the engine says any other trouble first).
+	err := s.Server.CheckReady()
+	if _, pending := s.Broker.Clock().Next(); err != nil && pending && errors.Is(err, engine.ErrAwaitingHandlers) {
+		err = nil
+	}
+	if err != nil && (open == 0 || open < len(s.queues())) {
 		return err.Error()
 	}
 	// Deliveries prefetched beyond workers that all have one in hand, and
 	// those waiting for a throttle's slot, wait without the clock.
-	held, ok := 0, true
+	held, orphaned, ok := 0, 0, true
 	e := serverhook.Engine(s.Server)
 	var moves uint64
 	if e != nil {
 		moves = e.Moves()
 		held, ok = e.Waiting()
+		orphaned = e.Orphaned() // a deleted queue's, which the broker counts no more
 	}
 	if !ok {
 		return "a delivery prefetched while a worker is free to take it"
@@ -135,7 +145,7 @@ func (s *Server) busy() string {
 	if e != nil && e.Moves() != moves {
 		return "the server's workers moved while it was looked at"
 	}
-	if unacked-held != asleep {
+	if unacked-held+orphaned != asleep {
 		return fmt.Sprintf("%d messages delivered and not settled (%d of them waiting for a throttle without the clock), %d asleep on the virtual clock", unacked, held, asleep)
 	}
 	return ""

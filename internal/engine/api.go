@@ -128,6 +128,21 @@ func (e *Engine) Waiting() (held int, ok bool) {
 	return held, true
 }
 
+// Orphaned counts the deliveries in hand on subscriptions the broker
+// ended under a deleted queue that waits for them before it is consumed
+// again (rejoin.go): the broker no longer counts them as unacknowledged,
+// and a test on a virtual clock counts their handlers asleep on it as it
+// counts deliveries.
+func (e *Engine) Orphaned() int {
+	n := 0
+	for _, c := range e.consumers {
+		if c.awaiting.Load() {
+			n += int(c.holding.Load())
+		}
+	}
+	return n
+}
+
 // Moves counts the changes of what Waiting counts: equal before and after
 // a reading of the broker's counts, they were all taken at one moment of
 // the engine's.
