@@ -38,7 +38,8 @@ func start(t *testing.T, srv *acemq.Server, handlers map[string]acemq.Handler) *
 
 func startOn(t *testing.T, broker *memory.Broker, srv *acemq.Server, handlers map[string]acemq.Handler) *fixture {
 	t.Helper()
-	f := &fixture{t: t, broker: broker, conn: broker.Connect(), srv: srv, reader: sdkmetric.NewManualReader(), runErr: make(chan error, 1)}
+	meters, reader := metrictest.New(t)
+	f := &fixture{t: t, broker: broker, conn: broker.Connect(), srv: srv, reader: reader, runErr: make(chan error, 1)}
 	core, logs := observer.New(zap.DebugLevel)
 	f.logs = logs
 	if srv.Handler == nil {
@@ -52,7 +53,7 @@ func startOn(t *testing.T, broker *memory.Broker, srv *acemq.Server, handlers ma
 		srv.Transport = f.conn
 	}
 	srv.Logger = zap.New(core)
-	srv.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
+	srv.MeterProvider = meters
 	go func() { f.runErr <- srv.Run(context.Background()) }()
 	select {
 	case <-srv.Ready(): // declared and subscribed every queue

@@ -36,13 +36,15 @@ type rabbit struct {
 	url    string
 	tr     *rabbitmq.Transport
 	admin  *amqp.Channel
+	meters *sdkmetric.MeterProvider // every server's here, so that the reader sees them all
 	reader *sdkmetric.ManualReader
 }
 
 func newRabbit(t *testing.T) *rabbit {
 	t.Helper()
 	url := brokertest.SharedURL(t)
-	r := &rabbit{t: t, url: url, tr: dialRabbit(t, url), reader: sdkmetric.NewManualReader()}
+	r := &rabbit{t: t, url: url, tr: dialRabbit(t, url)}
+	r.meters, r.reader = metrictest.New(t)
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func (r *rabbit) serveMux(tr transport.Transport, srv *acemq.Server) {
 	r.t.Helper()
 	srv.Transport = tr
 	srv.Logger = zaptest.NewLogger(r.t)
-	srv.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	srv.MeterProvider = r.meters
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(context.Background()) }()
 	r.t.Cleanup(func() {
