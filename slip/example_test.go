@@ -7,6 +7,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/ack"
+	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/slip"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
@@ -46,8 +47,9 @@ func ExampleCourier() {
 		fmt.Println(err)
 		return
 	}
-	for deadline := time.Now().Add(10 * time.Second); b.Depth("orders.slips") == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	if !polltest.Until(10*time.Second, func() bool { return b.Depth("orders.slips") > 0 }) {
+		fmt.Println("no event within 10s")
+		return
 	}
 	ev := b.Peek("orders.slips")[0]
 	doc, _ := slip.Read(ev.Headers)
