@@ -131,8 +131,9 @@ func TestSoakRabbitMQ(t *testing.T) {
 		time.Since(wallStart).Round(time.Millisecond))
 	fmt.Println(line)
 	t.Log(line)
-	t.Logf("soak: the schedule played in %v of wall time (%v scaled: the faults' rabbitmqctl calls make up the rest); failed publish tries, by error: %s",
+	t.Logf("soak: the schedule played in %v of wall time (%v as scheduled: a fault's rabbitmqctl call delays the steps after it, which then catch up); failed publish tries, by error: %s",
 		played.Round(time.Millisecond), *rabbitDurationFlag/scale, stats)
+	t.Logf("soak: ends by script: %s", endsByScript(l, w.h))
 	for _, d := range head(f.duplicateIDs) {
 		t.Logf("soak: duplicate: %s", w.story(strings.Fields(d)[0]))
 	}
@@ -415,11 +416,13 @@ func (w *rabbitWorld) deleteQueue(q string) {
 	w.mu.Lock()
 	w.deletions = append(w.deletions, d)
 	w.mu.Unlock()
-	w.t.Logf("soak: deleted %s: it held %d ready, %d on its rungs", q, d.purged, d.rungs)
-	deadline := time.Now().Add(wallWait)
+	deleted := time.Now()
+	deadline := deleted.Add(wallWait)
 	for {
 		_, err := w.pubTr.Inspect(context.Background(), q)
 		if err == nil {
+			w.t.Logf("soak: deleted %s: it held %d ready, %d on its rungs; the server declared it again within %v",
+				q, d.purged, d.rungs, time.Since(deleted).Round(time.Millisecond))
 			return
 		}
 		if !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrClosed) {
@@ -509,6 +512,60 @@ func (w *rabbitWorld) story(id string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return fmt.Sprintf("%s; script %s %v; %s", w.l.story(id), sc.kind, sc.sleep, strings.Join(w.reasons[id], "; "))
+}
+
+// endsByScript tells, for each script kind, where its ids ended: the
+// story to hold against the memory run's for the same seed. A slow
+// script longer than the handler timeout is a kind of its own: on
+// RabbitMQ its context ends at the timeout, every attempt, and it is
+// dead-lettered, exhausted.
+func endsByScript(l *ledger, h *handler) string {
+	h.mu.Lock()
+	scripts := make(map[string]script, len(h.scripts))
+	for id, sc := range h.scripts {
+		scripts[id] = sc
+	}
+	h.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	by := map[string]map[string]int{}
+	for _, id := range l.published {
+		kind := scripts[id].kind
+		if kind == "slow" && scripts[id].sleep > handlerTimeout {
+			kind = "slow>timeout"
+		}
+		end := "none"
+		switch {
+		case l.handled[id] > 0 && l.dlq[id]+l.parked[id] > 0:
+			end = "handled+other"
+		case l.handled[id] > 0:
+			end = "handled"
+		case l.dlq[id] > 0 && l.parked[id] > 0:
+			end = "dlq+parked"
+		case l.dlq[id] > 0:
+			end = "dlq"
+		case l.parked[id] > 0:
+			end = "parked"
+		case l.held[id] > 0:
+			end = "held"
+		case l.destroyed[id] > 0:
+			end = "destroyed"
+		}
+		if by[kind] == nil {
+			by[kind] = map[string]int{}
+		}
+		by[kind][end]++
+	}
+	kinds := make([]string, 0, len(by))
+	for k := range by {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	parts := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		parts = append(parts, k+" "+faultLine(by[k]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // counts returns the handler calls so far and the ids with no end that no
