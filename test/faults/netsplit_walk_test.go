@@ -34,9 +34,9 @@ func TestFaultNetsplitWalk(t *testing.T) {
 	sc.run(t)
 }
 
-// walkDelay is job i's delay: none for even i, 2 s to 30 s for odd i,
-// spread so that every level from 2 s (level 4) to 16 s (level 7) holds
-// some and a message waits on several.
+// walkDelay is job i's delay: none for even i, 2 s to 30 s for odd i, in
+// steps of a millisecond, so that every level from 125 ms (level 0) to
+// 16 s (level 7) holds some and most messages wait on several in turn.
 func walkDelay(i int) time.Duration {
 	if i%2 == 0 {
 		return 0
