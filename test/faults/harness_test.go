@@ -336,6 +336,26 @@ func publishAll(tb testing.TB, tr transport.Transport, queue string, js []job, w
 	})
 }
 
+// untilConfirmed calls publish, each call given 3 s, until it succeeds
+// (nil), or fails once the deadline has passed or the transport is closed
+// (that failure): 100 ms apart, every failure counted in stats. The
+// producers of the scenarios publish each message this way.
+func untilConfirmed(deadline time.Time, stats *publishStats, publish func(ctx context.Context) error) error {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := publish(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		stats.fail(err)
+		if time.Now().After(deadline) || errors.Is(err, transport.ErrClosed) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // publishEach is publishAll with the publishing of job i built by out:
 // each retried until the broker confirms it, counted in confirmedN (if
 // any), and the confirmed ones returned.
@@ -350,24 +370,16 @@ func publishEach(tb testing.TB, tr transport.Transport, js []job, workers int, p
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				if untilConfirmed(deadline, stats, func(ctx context.Context) error {
 					_, err := pub.Publish(ctx, out(i, js[i]))
-					cancel()
-					if err == nil {
-						mu.Lock()
-						confirmed = append(confirmed, js[i])
-						mu.Unlock()
-						if confirmedN != nil {
-							confirmedN.Add(1)
-						}
-						break
+					return err
+				}) == nil {
+					mu.Lock()
+					confirmed = append(confirmed, js[i])
+					mu.Unlock()
+					if confirmedN != nil {
+						confirmedN.Add(1)
 					}
-					stats.fail(err)
-					if time.Now().After(deadline) || errors.Is(err, transport.ErrClosed) {
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
 				}
 				time.Sleep(pace)
 			}

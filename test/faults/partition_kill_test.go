@@ -341,26 +341,19 @@ func (kp *keyedPublish) run(tb testing.TB, pubs []transport.Transport, js []keye
 			for _, j := range mine {
 				out := acemq.Outgoing{RoutingKey: kp.parts.For(j.key), ID: j.ID, Body: body(j.job), ContentType: "application/json",
 					Headers: map[string]any{headerKey: j.key, headerSeq: int64(j.seq)}}
-				for {
+				if untilConfirmed(deadline, kp.stats, func(ctx context.Context) error {
 					kp.mu.Lock()
 					kp.attempts[j.ID]++
 					kp.mu.Unlock()
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 					_, err := pub.Publish(ctx, out)
-					cancel()
-					if err == nil {
-						mu.Lock()
-						confirmed = append(confirmed, j.job)
-						mu.Unlock()
-						kp.confirmed.Add(1)
-						break
-					}
-					kp.stats.fail(err)
-					if time.Now().After(deadline) || errors.Is(err, transport.ErrClosed) {
-						return // the key's later messages would be out of its order
-					}
-					time.Sleep(100 * time.Millisecond)
+					return err
+				}) != nil {
+					return // the key's later messages would be out of its order
 				}
+				mu.Lock()
+				confirmed = append(confirmed, j.job)
+				mu.Unlock()
+				kp.confirmed.Add(1)
 				time.Sleep(pace)
 			}
 		})

@@ -199,24 +199,16 @@ func startSlips(t *testing.T, tr transport.Transport, prefix, events string, ord
 		wg.Go(func() {
 			for id := range ids {
 				b, _ := json.Marshal(orders[id])
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				if untilConfirmed(deadline, stats, func(ctx context.Context) error {
 					_, err := c.Start(ctx, slip.Itinerary{ID: id, Name: "fulfil-order", Stops: stops,
 						Variables: map[string]any{"order": orders[id].N},
 						Completed: slip.ToQueue(events), Faulted: slip.ToQueue(events)},
 						acemq.Outgoing{Body: b, ContentType: "application/json"})
-					cancel()
-					if err == nil {
-						mu.Lock()
-						confirmed++
-						mu.Unlock()
-						break
-					}
-					stats.fail(err)
-					if time.Now().After(deadline) {
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
+					return err
+				}) == nil {
+					mu.Lock()
+					confirmed++
+					mu.Unlock()
 				}
 				time.Sleep(40 * time.Millisecond) // a steady arrival, for the kills to land among
 
