@@ -135,8 +135,9 @@ func (r *Relay) publish(ctx context.Context, x *row) (res result) {
 	}
 	telemetry.Fail(span, "", err)
 	switch {
-	case errors.Is(err, transport.ErrClosed), errors.Is(err, transport.ErrBlocked), ctx.Err() != nil:
-		// Nothing wrong with the message: the row is left as it was.
+	case errors.Is(err, transport.ErrClosed), errors.Is(err, transport.ErrBlocked), errors.Is(err, transport.ErrStalled), ctx.Err() != nil:
+		// Nothing wrong with the message (ErrBlocked and ErrStalled: not
+		// sent): the row is left as it was.
 		return result{outcome: untouched, err: err}
 	case errors.Is(err, transport.ErrNacked):
 		r.in.failed.Add(ctx, 1, r.in.nacked)

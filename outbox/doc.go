@@ -116,7 +116,7 @@
 //
 // What no setting orders: a message whose attempt failed (unroutable,
 // nacked, unconfirmed, refused, or not sent because the broker was
-// blocked) is retried after messages written later have gone out, and
+// blocked or stalled) is retried after messages written later have gone out, and
 // several relays on one table publish side by side with no order between
 // them. A consumer that needs strict order runs one relay with a
 // concurrency of one and must still expect a retried message to arrive

@@ -33,6 +33,7 @@ type stallWatch struct {
 	lastAnswer atomic.Int64  // UnixNano of the last confirm or nack
 	since      atomic.Int64  // UnixNano the stall began; 0 when not stalled
 	probing    atomic.Bool   // a publish sent while stalled awaits its answer
+	lastProbe  atomic.Int64  // UnixNano the last probe was sent
 	gen        uint64        // the connection the stall is on (the drain loop's alone)
 }
 
@@ -50,21 +51,24 @@ func (w *stallWatch) begin(now time.Time) {
 
 // admit says whether a publish may go to the broker now: always, unless
 // the broker is stalled; then only while no other publish waits for it,
-// as the probe whose answer ends the stall (probe true: call probed when
-// it is done); an answer to a publish still waiting ends it as well. Any
-// other is
-// refused before it is sent, with an error wrapping
-// transport.ErrStalled: sending it would only add a message whose outcome
-// is unknown, to be published again and, if the stalled node forwards it
-// after all, delivered twice. So a stall's unknown outcomes are bounded:
-// what was in flight when it began, then one probe at a time.
+// and once per stall bound, as the probe whose answer ends the stall
+// (probe true: call probed when it is done); an answer to a publish still
+// waiting ends it as well. Any other is refused before it is sent, with
+// an error wrapping transport.ErrStalled: sending it would only add a
+// message whose outcome is unknown, to be published again and, if the
+// stalled node forwards it after all, delivered twice. A producer that
+// publishes a message again until it is confirmed sends it again as each
+// probe. So a stall's unknown outcomes are bounded: what was in flight
+// when it began, then one per stall bound (10 s by default) for as long
+// as it lasts, on each connection.
 func (w *stallWatch) admit(now time.Time) (probe bool, err error) {
 	if w.since.Load() == 0 {
 		return false, nil
 	}
-	if w.waiting.Load() > 0 || !w.probing.CompareAndSwap(false, true) {
+	if w.waiting.Load() > 0 || time.Duration(now.UnixNano()-w.lastProbe.Load()) < w.after || !w.probing.CompareAndSwap(false, true) {
 		return false, w.err(now)
 	}
+	w.lastProbe.Store(now.UnixNano())
 	return true, nil
 }
 

@@ -76,11 +76,12 @@ func TestStallAcrossShortPublishes(t *testing.T) {
 }
 
 // TestStallAdmitsOneProbe: a stalled watch lets one publish through at a
-// time, and only while no other waits, and refuses the others, wrapping
-// ErrStalled; not stalled, it lets every publish through.
+// time, only while no other waits and once per stall bound, and refuses
+// the others, wrapping ErrStalled; not stalled, it lets every publish
+// through.
 func TestStallAdmitsOneProbe(t *testing.T) {
 	t.Parallel()
-	var w stallWatch
+	w := stallWatch{after: 10 * time.Second}
 	now := time.Now()
 	for range 3 {
 		if probe, err := w.admit(now); probe || err != nil {
@@ -96,13 +97,17 @@ func TestStallAdmitsOneProbe(t *testing.T) {
 		t.Fatalf("stalled, a second while the probe waits: admit = %v, %v, want ErrStalled", probe, err)
 	}
 	w.probed()
-	w.begin(now) // a publish sent before the stall, still waiting
-	if probe, err := w.admit(now); probe || !errors.Is(err, transport.ErrStalled) {
+	if probe, err := w.admit(now.Add(9 * time.Second)); probe || !errors.Is(err, transport.ErrStalled) {
+		t.Fatalf("stalled, 9 s after the probe: admit = %v, %v, want ErrStalled (one probe per stall bound)", probe, err)
+	}
+	later := now.Add(10 * time.Second)
+	w.begin(later) // a publish sent before the stall, still waiting
+	if probe, err := w.admit(later); probe || !errors.Is(err, transport.ErrStalled) {
 		t.Fatalf("stalled, a publish waiting: admit = %v, %v, want ErrStalled (its answer ends the stall)", probe, err)
 	}
 	w.end()
-	if probe, err := w.admit(now); !probe || err != nil {
-		t.Fatalf("stalled, nothing waiting: admit = %v, %v, want the next probe", probe, err)
+	if probe, err := w.admit(later); !probe || err != nil {
+		t.Fatalf("stalled, nothing waiting, the bound passed: admit = %v, %v, want the next probe", probe, err)
 	}
 }
 
