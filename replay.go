@@ -282,8 +282,12 @@ func (r *replayer) giveBack() error {
 	}
 	r.held = nil
 	if len(errs) > 0 {
-		return fmt.Errorf("acemq: replay from %q: %d messages could not be given back (the broker returns them when the channel closes): %w",
-			r.from, len(errs), errors.Join(errs...))
+		what := fmt.Sprintf("%d messages", len(errs))
+		if len(errs) == 1 {
+			what = "1 message"
+		}
+		return fmt.Errorf("acemq: replay from %q: %s could not be given back (the broker returns them when the channel closes): %w",
+			r.from, what, errors.Join(errs...))
 	}
 	return nil
 }

@@ -138,10 +138,10 @@ Example:
 	switch {
 	case interrupted:
 		// Left is the broker's count of the source, not one worked out.
-		fmt.Fprintf(a.stderr, "interrupted: moved %d, left %d\n", res.Moved, a.settle(t, source, res.Skipped))
+		fmt.Fprintf(a.stderr, "interrupted: moved %d, left %s\n", res.Moved, countAfter(a.settle(t, source, res.Skipped)))
 		return exitError
 	case err != nil:
-		return a.fail(fs, errors.New(escape.String(explain(err))))
+		return a.fail(fs, errors.New(explain(err)))
 	case filter != nil && res.Moved == 0:
 		return a.fail(fs, fmt.Errorf("the filter matched none of the %d messages read", res.Skipped))
 	}
@@ -162,9 +162,9 @@ func meantQueue(queue string) string {
 // explain adds what to do to the errors an operator can fix.
 func explain(err error) string {
 	if errors.Is(err, acemq.ErrUnroutable) {
-		return err.Error() + " (is the target queue declared? acemq topology --apply declares it)"
+		return escapeErr(err) + " (is the target queue declared? acemq topology --apply declares it)"
 	}
-	return err.Error()
+	return escapeErr(err)
 }
 
 // replayFilter builds the filter of --match, --match-body and --id; nil

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/escape"
 	"github.com/acemq/acemq/internal/triage"
 	"github.com/acemq/acemq/transport"
 )
@@ -152,7 +151,7 @@ func (a *app) moveGroup(t transport.Transport, res *actionOut, f moveFlags, limi
 		res.Stopped, res.After = stoppedError, a.settle(t, res.Queue, 0)
 	}
 	if err != nil {
-		res.Error = a.redact(escape.String(err.Error()))
+		res.Error = a.redact(escapeErr(err))
 	}
 	return err
 }

@@ -52,7 +52,7 @@ type actionOut struct {
 	// many more the move took than were ready when triage began.
 	Grew    int    `json:"grew,omitempty"`
 	Before  int    `json:"before"` // ready when triage began
-	After   int    `json:"after"`  // ready at the end, as the broker counts them
+	After   int    `json:"after"`  // ready at the end, as the broker counts them; -1 when it could not be asked
 	Stopped string `json:"stopped"`
 	// Interrupted: SIGINT, SIGTERM or SIGHUP stopped the move.
 	Interrupted bool   `json:"interrupted,omitempty"`

@@ -117,7 +117,7 @@ func (a *app) moveSet(t transport.Transport, m setMove) (actionOut, error) {
 				remaining -= res.Moved
 			}
 		}
-		total.Moved, total.Left, total.Taken, total.Grew, total.After = total.Moved+res.Moved, total.Left+res.Left, total.Taken+res.Taken, total.Grew+res.Grew, total.After+res.After
+		total.Moved, total.Left, total.Taken, total.Grew, total.After = total.Moved+res.Moved, total.Left+res.Left, total.Taken+res.Taken, total.Grew+res.Grew, sumCounts(total.After, res.After)
 		if res.Stopped != stoppedDrained && total.Stopped == stoppedDrained {
 			total.Stopped = res.Stopped
 		}
@@ -132,7 +132,7 @@ func (a *app) moveSet(t transport.Transport, m setMove) (actionOut, error) {
 		total.Partitions = append(total.Partitions, res)
 	}
 	if err != nil {
-		total.Error = a.redact(escape.String(err.Error()))
+		total.Error = a.redact(escapeErr(err))
 	}
 	return total, err
 }

@@ -63,7 +63,7 @@ func (a *app) printAction(r actionOut) {
 	if gone := r.Matched - r.Moved - r.Left; r.Stopped == stoppedDrained && gone > 0 {
 		fmt.Fprintf(a.stdout, "%s: %d of the group counted when read were no longer there: another reader took them meanwhile\n", r.Queue, gone)
 	}
-	fmt.Fprintf(a.stdout, "%s: %s ready before, %d after\n", r.Queue, countOf(r.Before), r.After)
+	fmt.Fprintf(a.stdout, "%s: %s ready before, %s after\n", r.Queue, countOf(r.Before), countAfter(r.After))
 }
 
 func countOf(n int) string {
@@ -94,8 +94,8 @@ func (a *app) printSetAction(r actionOut) {
 	case r.To != eachPartition:
 		verb = "replayed to " + escape.String(r.To)
 	}
-	fmt.Fprintf(a.stdout, "%s: group %s, %s in %s when read: %d %s, %d left; in those, %s ready before, %d after\n",
-		escape.String(r.Queue), escape.String(r.Group), countOf(r.Matched), plural(len(r.Partitions), "partition"), r.Moved, verb, r.Left, countOf(r.Before), r.After)
+	fmt.Fprintf(a.stdout, "%s: group %s, %s in %s when read: %d %s, %d left; in those, %s ready before, %s after\n",
+		escape.String(r.Queue), escape.String(r.Group), countOf(r.Matched), plural(len(r.Partitions), "partition"), r.Moved, verb, r.Left, countOf(r.Before), countAfter(r.After))
 }
 
 // setLabel is a set's name for a heading: "orders.p0.dlq .. orders.p3.dlq".

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/acemq/acemq"
@@ -67,10 +68,11 @@ func (a *app) scanSet(t transport.Transport, name string, queues []string, depth
 // settle waits, up to a few seconds, until queue shows at least depth
 // ready messages, and returns how many it shows: what a read gave back is
 // requeued by the broker after the give-back is sent, and a take (or a
-// count) before that would miss it. It returns the last count it got
-// (0 when it could get none).
+// count) before that would miss it. It returns the last count it got, or
+// unknownCount when it could get none (the broker gone, the node cut off
+// from its cluster): never a 0 the broker did not say.
 func (a *app) settle(t transport.Transport, queue string, depth int) int {
-	last := 0
+	last := unknownCount
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		info, err := t.Inspect(context.WithoutCancel(a.ctx), queue)
 		if err == nil {
@@ -80,6 +82,26 @@ func (a *app) settle(t transport.Transport, queue string, depth int) int {
 			return last
 		}
 	}
+}
+
+// unknownCount is a count the broker could not be asked for: "after"
+// in --json, "unknown" in print (countAfter).
+const unknownCount = -1
+
+// countAfter prints a count settle returned.
+func countAfter(n int) string {
+	if n == unknownCount {
+		return "unknown (the broker could not be asked)"
+	}
+	return strconv.Itoa(n)
+}
+
+// sumCounts adds counts settle returned: unknown if any is.
+func sumCounts(a, b int) int {
+	if a == unknownCount || b == unknownCount {
+		return unknownCount
+	}
+	return a + b
 }
 
 // deadLettered is when the broker last dead-lettered a message: the time

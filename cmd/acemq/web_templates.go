@@ -18,6 +18,7 @@ import (
 // forms carry the token.
 var webTemplates = template.Must(template.New("web").Funcs(template.FuncMap{
 	"count": count,
+	"after": countAfter,
 	"rate":  rate,
 	"esc":   escape.String,
 	"when": func(t *time.Time) string {
@@ -145,7 +146,7 @@ archive queue <input type="text" name="to_queue" value="{{$queue}}.archive" requ
 
 {{define "action"}}{{template "head" .}}{{$p := .}}{{with .Data}}
 {{if .Action}}<p class="ok" id="result">{{esc .Queue}}: group <code>{{.Group}}</code>, {{.Matched}} messages: <span id="moved">{{.Moved}}</span> {{if eq .Action "discard"}}archived in{{else}}replayed to{{end}} <code>{{.To}}</code>, <span id="left">{{.Left}}</span> left.
-{{esc .Queue}}: <span id="before">{{.Before}}</span> before, <span id="after">{{.After}}</span> after.</p>{{end}}
+{{esc .Queue}}: <span id="before">{{.Before}}</span> before, <span id="after">{{after .After}}</span> after.</p>{{end}}
 <p><a href="/triage?queue={{.Queue}}&amp;k={{$p.Key}}">back to the triage of {{esc .Queue}}</a> · <a href="/">status</a></p>
 {{end}}{{template "foot" .}}{{end}}
 

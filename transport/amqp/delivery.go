@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 
 	"github.com/acemq/acemq/internal/amqpconn"
@@ -83,7 +84,11 @@ func (a *acker) settle(send func() error) error {
 		return transport.ErrStaleDelivery
 	}
 	if err := send(); err != nil {
-		if a.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) || errors.Is(err, transport.ErrStaleDelivery) {
+		// A write the socket refused (reset, broken pipe) is a connection
+		// going: the client closes it, and the broker requeues what the
+		// channel held, this delivery among it, as when it is closed.
+		var op *net.OpError
+		if a.ch.IsClosed() || errors.Is(err, amqp.ErrClosed) || errors.Is(err, transport.ErrStaleDelivery) || errors.As(err, &op) {
 			return transport.ErrStaleDelivery
 		}
 		return fmt.Errorf("acemq: settle delivery: %w", classify(err))
