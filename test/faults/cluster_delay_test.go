@@ -11,7 +11,6 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/delay"
-	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -156,18 +155,8 @@ func scheduledDelay(i int) time.Duration { return delay.Unit * time.Duration(8+(
 
 func (sc *clusterWaits) run(tb testing.TB) (result, *arrivals) {
 	tb.Helper()
-	brokertest.SharedURL(tb) // the same gating as every integration test
 	start := time.Now()
-	nodes, err := brokertest.StartCluster(3)
-	if err != nil {
-		tb.Fatalf("start a three-node cluster: %v", err)
-	}
-	tb.Cleanup(func() {
-		for _, n := range nodes {
-			n.Stop()
-		}
-	})
-	tb.Logf("%s: the cluster started in %s", sc.name, time.Since(start).Round(time.Millisecond))
+	nodes := startCluster(tb, sc.name)
 	if sc.dlxTimeout > 0 {
 		// What advanced.config sets for good; a dead-letter worker reads it
 		// when it starts, which is when its queue gets a leader.

@@ -16,7 +16,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/internal/polltest"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
@@ -117,18 +116,8 @@ func quorumLimitConfig() acemq.QueueConfig {
 func TestFaultClusterQuorumLimit(t *testing.T) {
 	t.Parallel()
 	const name = "cluster-quorum-limit"
-	brokertest.SharedURL(t) // the same gating as every integration test
 	start := time.Now()
-	nodes, err := brokertest.StartCluster(3)
-	if err != nil {
-		t.Fatalf("start a three-node cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.Stop()
-		}
-	})
-	t.Logf("%s: the cluster started in %s", name, time.Since(start).Round(time.Millisecond))
+	nodes := startCluster(t, name)
 	log := testLogger(t)
 	q := "faults." + name
 	pol := quorumLimitPolicy()

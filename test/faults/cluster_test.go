@@ -35,16 +35,7 @@ import (
 func TestFaultClusterLeaderKilled(t *testing.T) {
 	t.Parallel()
 	const name = "cluster-leader-killed"
-	brokertest.SharedURL(t) // the same gating as every integration test
-	nodes, err := brokertest.StartCluster(3)
-	if err != nil {
-		t.Fatalf("start a three-node cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.Stop()
-		}
-	})
+	nodes := startCluster(t, name)
 	log := testLogger(t)
 	q := "faults." + name
 	quorum := map[string]any{"x-queue-type": "quorum"}

@@ -75,18 +75,8 @@ const (
 func TestFaultPartitionLeaderKilled(t *testing.T) {
 	t.Parallel()
 	const name = "partition-leader-kill"
-	brokertest.SharedURL(t) // the same gating as every integration test
 	start := time.Now()
-	nodes, err := brokertest.StartCluster(3)
-	if err != nil {
-		t.Fatalf("start a three-node cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.Stop()
-		}
-	})
-	t.Logf("%s: the cluster started in %s", name, time.Since(start).Round(time.Millisecond))
+	nodes := startCluster(t, name)
 	log := testLogger(t)
 	q := "faults." + name
 	parts := acemq.Partitioned{Queue: q, Count: partitionCount}
