@@ -138,7 +138,7 @@ func (e *Engine) markOverdue(q *queueRun, w *worker, now time.Time, timeout time
 	if !overdue {
 		return
 	}
-	e.overdue.add(q.name, m.ID(), timeout)
+	e.overdue.add(q.name, m, timeout)
 	e.log.Warn("acemq: a handler ran past the broker's consumer timeout, which took its delivery back; its context is cancelled, and its message is dead-lettered when the broker delivers it again rather than run again",
 		zap.String("queue", q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.Stringer("timeout", timeout))
 	cancel()

@@ -131,7 +131,8 @@ func TestAwaitRunning(t *testing.T) {
 				t.Fatal("the wait did not end")
 			}
 			if tt.want == runOverdue && tt.broker > 0 {
-				if _, ok := e.overdue.take("q", id); !ok {
+				d := transport.Delivery{Headers: map[string]any{"x-acemq-id": id}}
+				if _, ok := e.overdue.take("q", messageOf(d)); !ok {
 					t.Error("a handler past the broker's timeout is not remembered as overdue")
 				}
 			}

@@ -63,7 +63,7 @@ func (e *Engine) expireHandlers(now time.Time) {
 	for _, c := range e.consumers {
 		for _, w := range c.workersNow() {
 			if m, timeout, cancel := w.expire(now); m.env != nil {
-				e.overdue.add(c.q.name, m.ID(), timeout)
+				e.overdue.add(c.q.name, m, timeout)
 				e.log.Warn("acemq: a handler ran past the handler timeout; its context is cancelled. Should the broker redeliver its message (consumer_timeout), it is dead-lettered rather than run again",
 					zap.String("queue", c.q.name), zap.String("id", m.ID()), zap.Int("attempt", m.Attempt()), zap.Stringer("timeout", timeout))
 				cancel()

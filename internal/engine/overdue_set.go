@@ -6,40 +6,48 @@ import (
 	"time"
 )
 
-// overdueSet remembers, by queue and id, the messages whose handler ran
-// past its timeout, with that timeout; and, by queue, what the server has
+// overdueSet remembers, by queue, id and attempt, the messages whose
+// handler ran past its timeout, with that timeout (the attempt too: once
+// a late handler's retry is placed, a redelivery of that next attempt,
+// whose handler never ran, is not overdue); and, by queue, what the server has
 // learnt of the broker's consumer timeout (brokertimeout.go). The ids are
 // bounded: past maxOverdue entries it starts again, forgetting the oldest
 // along with the rest.
 type overdueSet struct {
 	mu  sync.Mutex
-	ids map[[2]string]time.Duration
+	ids map[overdueKey]time.Duration
 
 	consumers map[string]*consumer     // by queue, once its workers run: for the broker's reports
 	broker    map[string]time.Duration // by queue, the broker's consumer timeout, the lowest stated
 	learntAny atomic.Bool              // broker holds one
 }
 
+// overdueKey names one attempt of one message of a queue.
+type overdueKey struct {
+	queue, id string
+	attempt   int
+}
+
 const maxOverdue = 4096
 
-func (s *overdueSet) add(queue, id string, timeout time.Duration) {
+func (s *overdueSet) add(queue string, m message, timeout time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ids == nil || len(s.ids) >= maxOverdue {
-		s.ids = make(map[[2]string]time.Duration)
+		s.ids = make(map[overdueKey]time.Duration)
 	}
-	s.ids[[2]string{queue, id}] = timeout
+	s.ids[overdueKey{queue, m.ID(), m.Attempt()}] = timeout
 }
 
-// take reports whether the message is overdue, with the timeout it ran
-// past, and forgets it.
-func (s *overdueSet) take(queue, id string) (time.Duration, bool) {
+// take reports whether the message's attempt is overdue, with the
+// timeout it ran past, and forgets it.
+func (s *overdueSet) take(queue string, m message) (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ids) == 0 {
 		return 0, false
 	}
-	k := [2]string{queue, id}
+	k := overdueKey{queue, m.ID(), m.Attempt()}
 	timeout, ok := s.ids[k]
 	delete(s.ids, k)
 	return timeout, ok

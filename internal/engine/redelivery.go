@@ -29,7 +29,7 @@ import (
 //     and dropped: the broker delivers it once more.
 func (c *consumer) redelivery(w *worker, d transport.Delivery, m message, pctx context.Context) bool {
 	s := settling{ctx: pctx, lease: w.lease}
-	if timeout, ok := c.e.overdue.take(c.q.name, m.ID()); ok {
+	if timeout, ok := c.e.overdue.take(c.q.name, m); ok {
 		s.verdict = overdue(c.q, *m.env, timeout)
 		c.settle(d, m, s)
 		return true
@@ -39,7 +39,7 @@ func (c *consumer) redelivery(w *worker, d transport.Delivery, m message, pctx c
 	case runEnded:
 		return false
 	case runOverdue:
-		if t, ok := c.e.overdue.take(c.q.name, m.ID()); ok { // this is the redelivery it was kept for
+		if t, ok := c.e.overdue.take(c.q.name, m); ok { // this is the redelivery it was kept for
 			timeout = t
 		}
 		s.verdict = overdue(c.q, *m.env, timeout)
