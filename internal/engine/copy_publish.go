@@ -59,25 +59,36 @@ func (c *consumer) publishOnce(ctx context.Context, m message, d transport.Deliv
 	began := time.Now()
 	conf, err := c.e.t.Publish(pctx, p)
 	c.e.inst.confirm.Record(pctx, time.Since(began).Seconds(), c.q.metrics.queueRec...)
+	r := publishedOf(conf, err, h.delayed)
+	switch {
+	case r == copyUnroutable && err == nil:
+		telemetry.Fail(span, telemetry.Unroutable, nil)
+	case err != nil:
+		telemetry.Fail(span, "", err)
+	}
+	return r, err
+}
+
+// publishedOf is what a copy's publish came to, from the transport's
+// answer: the row of the fallback table (next.go) it starts. delayed says
+// the copy went to a delay level, whose missing exchange is a missing
+// level, not a missing destination.
+func publishedOf(conf transport.Confirmation, err error, delayed bool) published {
 	switch {
 	case err == nil && conf.Routed:
-		return copyRouted, nil
+		return copyRouted
 	case err == nil:
-		telemetry.Fail(span, telemetry.Unroutable, nil)
-		return copyUnroutable, nil
-	}
-	telemetry.Fail(span, "", err)
-	switch {
+		return copyUnroutable
 	case errors.Is(err, transport.ErrNacked):
-		return copyNacked, err
+		return copyNacked
 	case errors.Is(err, transport.ErrBlocked), errors.Is(err, transport.ErrStalled): // not sent
-		return copyBlocked, err
+		return copyBlocked
 	case errors.Is(err, transport.ErrTooLarge):
-		return copyTooLarge, err
-	case h.delayed && errors.Is(err, transport.ErrNotFound): // the level's exchange
-		return copyUnroutable, err
+		return copyTooLarge
+	case delayed && errors.Is(err, transport.ErrNotFound): // the level's exchange
+		return copyUnroutable
 	case refusedForGood(err):
-		return copyForGood, err
+		return copyForGood
 	}
-	return copyUnknown, err
+	return copyUnknown
 }
