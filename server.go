@@ -185,6 +185,11 @@ type Server struct {
 	// handler that had already run that long is overdue, and its
 	// redelivery dead-lettered. Set it lower by hand only to cap handlers
 	// before the broker has said.
+	//
+	// It counts wall time, as the broker's timeout does, also when the
+	// server tells time by a virtual clock (Clock, the memory transport's):
+	// a handler asleep on that clock for longer is not cut off, so a test
+	// of the timeout path sleeps in real time.
 	HandlerTimeout time.Duration
 	// PublishTimeout bounds each retry, dead-letter or park publish; a confirm
 	// that does not come in time is an unknown outcome and the original is
