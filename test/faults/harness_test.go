@@ -308,6 +308,8 @@ func (s *publishStats) fail(err error) {
 		s.kinds["unconfirmed"]++
 	case errors.Is(err, transport.ErrBlocked):
 		s.kinds["blocked"]++
+	case errors.Is(err, transport.ErrStalled):
+		s.kinds["stalled"]++
 	case errors.Is(err, transport.ErrClosed):
 		s.kinds["closed"]++
 	default:

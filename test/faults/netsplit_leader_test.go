@@ -131,13 +131,26 @@ const netsplitVictim = 1
 // docs/operators.md tells operators to set.
 func startNetsplit(t testing.TB, name string) *brokertest.Netsplit {
 	t.Helper()
+	return startNetsplitWith(t, name, brokertest.NetsplitOptions{})
+}
+
+// startNetsplitWith is startNetsplit with the partition settings of o.
+func startNetsplitWith(t testing.TB, name string, o brokertest.NetsplitOptions) *brokertest.Netsplit {
+	t.Helper()
 	start := time.Now()
-	s, err := brokertest.StartNetsplitCluster(3, brokertest.NetsplitOptions{})
+	s, err := brokertest.StartNetsplitCluster(3, o)
 	if err != nil {
 		t.Fatalf("start a three-node cluster that can split: %v", err)
 	}
 	t.Cleanup(s.Stop)
-	t.Logf("%s: the cluster started in %s (pause_minority, net_ticktime 10 s)", name, time.Since(start).Round(time.Millisecond))
+	handling, tick := o.PartitionHandling, o.NetTicktime
+	if handling == "" {
+		handling = "pause_minority"
+	}
+	if tick == 0 {
+		tick = 10 * time.Second
+	}
+	t.Logf("%s: the cluster started in %s (%s, net_ticktime %s)", name, time.Since(start).Round(time.Millisecond), handling, tick)
 	// The 3.10.8 dead-letter worker stall on a new leader
 	// (TestFaultClusterDelaysLeaderKilled): the timeout docs/operators.md
 	// tells operators to set.

@@ -1,0 +1,374 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/delay"
+	"github.com/acemq/acemq/internal/brokertest"
+	"github.com/acemq/acemq/internal/polltest"
+	"github.com/acemq/acemq/transport"
+	rabbitmq "github.com/acemq/acemq/transport/amqp"
+)
+
+// TestFaultNetsplitIgnore: a three-node cluster under
+// cluster_partition_handling = ignore (net_ticktime 10 s), where RabbitMQ
+// tells its clients nothing of a partition: no node pauses, no connection
+// closes. Node 1 leads the work queue (a quorum queue with the broker's
+// delivery limit); the delay levels and the classic queues live on node
+// 0; the retries wait on the delay queues. Servers and publishers on nodes
+// 0 and 2 (with the other nodes as fallbacks), and one server and one
+// publisher sharing a transport connected to node 1 only. Under steady
+// load node 1 is cut from the other two both ways for 25 s, then healed;
+// the cluster stays split (RabbitMQ lists the partition), so the test does
+// what RabbitMQ tells an operator to: restart the minority side (node 1's
+// application, stop_app and start_app), and waits until it is whole.
+// Before that it gives node 1 20 s to answer publishes again on its own,
+// and logs whether it did. A fourth server, consuming only (it publishes
+// nothing while nothing comes), is connected to node 1 only too, and its
+// readiness is logged: the stall watch sees publishes, not deliveries.
+//
+// Asserted: the node-1-only server says not ready with
+// transport.ErrStalled within the stall bound (plus a margin for a loaded
+// machine) of the cut, and the transport logged "the broker stalled"; the
+// publishes with an unknown outcome on that transport stay within what
+// the stall's rule allows (stallBound); every id is accounted for (the
+// FAULT line), lost=0, duplicates counted.
+func TestFaultNetsplitIgnore(t *testing.T) {
+	t.Parallel()
+	sc := unseenSplit{name: "netsplit-ignore", opts: brokertest.NetsplitOptions{PartitionHandling: "ignore"}, cut: 25 * time.Second}
+	sc.run(t)
+}
+
+// TestFaultNetsplitShortOfTicktime is TestFaultNetsplitIgnore under
+// pause_minority with RabbitMQ's default net_ticktime of 60 s, node 1 cut
+// off for 30 s: shorter than RabbitMQ takes to see a node gone (60 to
+// 75 s), so no node pauses, none lists a partition, no connection closes,
+// while the quorum queue's Raft group (which watches its members itself)
+// elects a leader on the majority within seconds and node 1 can confirm
+// nothing. The node-1-only server must say not ready through the stall
+// watch alone, within its bound of the cut; after the heal node 1's
+// member follows the new leader and the stall ends with no operator.
+func TestFaultNetsplitShortOfTicktime(t *testing.T) {
+	t.Parallel()
+	sc := unseenSplit{name: "netsplit-short-of-ticktime", opts: brokertest.NetsplitOptions{NetTicktime: 60 * time.Second}, cut: 30 * time.Second}
+	sc.run(t)
+}
+
+// unseenSplitMessages is how many messages the scenario publishes, a
+// third from each node's publisher at about 12 a second each, so that the
+// load spans the cut.
+const unseenSplitMessages = 1200
+
+// unseenSplitPace is each publisher's pause between two messages.
+const unseenSplitPace = 80 * time.Millisecond
+
+// unseenSplitMargin is what the stall may take over its bound to be seen
+// on a loaded machine: the publisher's next publish after its last
+// confirm, the drain loop's tick, the readiness poll.
+const unseenSplitMargin = 10 * time.Second
+
+// unseenSplit is node 1 cut off from the others under settings with
+// which RabbitMQ does not close the minority's connections (ignore), or
+// not before the cut ends (net_ticktime longer than the cut).
+type unseenSplit struct {
+	name string
+	opts brokertest.NetsplitOptions
+	cut  time.Duration
+}
+
+// fallbacksOf is every node's URL but node i's, in order after it.
+func fallbacksOf(nodes []*brokertest.Node, i int) rabbitmq.Option {
+	var urls []string
+	for k := 1; k < len(nodes); k++ {
+		urls = append(urls, nodes[(i+k)%len(nodes)].URL)
+	}
+	return rabbitmq.WithURLs(urls...)
+}
+
+// between is the handler calls begun from from to to.
+func (p *progress) between(from, to time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		if !c.Before(from) && !c.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// duplicatesBy is the duplicates of tl (as result counts them) by the
+// group of is each id falls in.
+func duplicatesBy(tl *tally, group func(id string) string) map[string]int {
+	out := map[string]int{}
+	for _, j := range tl.published {
+		ends := tl.accepted[j.ID] + tl.dlq[j.ID] + tl.parked[j.ID]
+		if ends > 1 {
+			out[group(j.ID)] += ends - 1
+		}
+		if ends > 0 {
+			out[group(j.ID)] += tl.queued[j.ID]
+		}
+	}
+	return out
+}
+
+// count is stats' failures of kind (publishStats.fail's words).
+func (s *publishStats) count(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kinds[kind]
+}
+
+func (sc unseenSplit) run(t *testing.T) {
+	t.Helper()
+	brokertest.SharedURL(t) // the same gating as every integration test
+	start := time.Now()
+	s := startNetsplitWith(t, sc.name, sc.opts)
+	nodes := s.Nodes
+	const victim = netsplitVictim
+	core, logs := observer.New(zap.InfoLevel)
+	said := &libraryLog{obs: logs}
+	log := zap.New(zapcore.NewTee(testLogger(t).Core(), core))
+
+	q := "faults." + sc.name
+	pol := clusterWaitsPolicy().WithDelayQueues(true)
+	quorum := map[string]any{"x-queue-type": "quorum"}
+	cfg := acemq.QueueConfig{Args: quorum, DeliveryLimit: netsplitDeliveryLimit}
+
+	// Through node 0: the delay levels and the classic queues, on the
+	// majority side. The work queue is declared by the node-1-only
+	// server, through node 1, which so leads it.
+	admin := dial(t, nodes[0].URL, log)
+	bind, err := delay.Bind(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := acemq.Topology(q, pol, quorum)
+	top.Queues = slices.DeleteFunc(top.Queues, func(x transport.Queue) bool { return x.Name == q })
+	top.Bindings = slices.DeleteFunc(top.Bindings, func(b transport.Binding) bool { return b.Queue == q })
+	for _, tp := range []transport.Topology{delay.Topology(), top} {
+		if err := admin.Declare(context.Background(), tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	l := newLedger()
+	how := &arrivals{n: map[arrival]int{}}
+	prog := &progress{}
+	m := newMetrics()
+	h := prog.record(how.record(l.handler(2 * time.Millisecond)))
+	onMinority, onSolo := &progress{}, &progress{} // the calls of the two node-1-only servers
+	// The node-1-only transport, shared by a server and a publisher as a
+	// service that consumes and publishes has it.
+	minority := dial(t, nodes[victim].URL, log, rabbitmq.WithConnectionName(sc.name+" server and publisher on node 1 only"))
+	runs := []*running{serve(t, minority, q, &acemq.Server{Retry: pol, PublishTimeout: 5 * time.Second, MeterProvider: m.provider,
+		Queues: map[string]acemq.QueueConfig{q: cfg}}, onMinority.record(h), log)}
+	if err := admin.Declare(context.Background(), transport.Topology{Bindings: []transport.Binding{bind}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		tr := dial(t, nodes[i].URL, log, fallbacksOf(nodes, i), rabbitmq.WithConnectionName(fmt.Sprintf("%s server on node %d", sc.name, i)))
+		runs = append(runs, serve(t, tr, q, &acemq.Server{Retry: pol, PublishTimeout: 5 * time.Second,
+			Queues: map[string]acemq.QueueConfig{q: cfg}}, h, log))
+	}
+	solo := dial(t, nodes[victim].URL, log, rabbitmq.WithConnectionName(sc.name+" consuming server on node 1 only"))
+	runs = append(runs, serve(t, solo, q, &acemq.Server{Retry: pol, PublishTimeout: 5 * time.Second,
+		Queues: map[string]acemq.QueueConfig{q: cfg}}, onSolo.record(h), log))
+	levels := delayQueues()
+	before := leaders(t, nodes[0])
+	t.Logf("%s: before the cut, %s leads %s, the levels are led %v; cluster:\n%s\nas node 0 lists them:\n%s", sc.name, before[q], q, countLeaders(before, levels),
+		s.Describe(), quorumMembers(t, nodes[0], append([]string{q}, levels...)))
+	if before[q] != nodes[victim].Name {
+		t.Fatalf("%s: the leader of %s is %q, want node %d, %s", sc.name, q, before[q], victim, nodes[victim].Name)
+	}
+
+	js := netsplitJobs(sc.name, unseenSplitMessages)
+	majorityStats, minorityStats := &publishStats{}, &publishStats{}
+	var confirmed atomic.Int64
+	var pubWG sync.WaitGroup
+	var sentMu sync.Mutex
+	var sent []job
+	for i := range nodes {
+		tr, stats := minority, minorityStats
+		if i != victim {
+			tr = dial(t, nodes[i].URL, log, fallbacksOf(nodes, i), rabbitmq.WithConnectionName(fmt.Sprintf("%s publisher on node %d", sc.name, i)))
+			stats = majorityStats
+		}
+		var mine []job
+		for k := i; k < len(js); k += len(nodes) {
+			mine = append(mine, js[k])
+		}
+		pubWG.Go(func() {
+			got := publishEach(t, tr, mine, 1, unseenSplitPace, stats, &confirmed, func(_ int, j job) acemq.Outgoing {
+				return acemq.Outgoing{RoutingKey: q, ID: j.ID, Body: body(j), ContentType: "application/json"}
+			})
+			sentMu.Lock()
+			sent = append(sent, got...)
+			sentMu.Unlock()
+		})
+	}
+	ready := watchReady(runs)
+	state := func() string {
+		return fmt.Sprintf("%d of %d published and %d handler calls made; node 1's publisher: %s", confirmed.Load(), len(js), l.totalCalls(), minorityStats)
+	}
+
+	polltest.Within(t, 90*time.Second, "a quarter published and the handlers busy", func() bool {
+		return confirmed.Load() >= int64(len(js)/4) && l.totalCalls() >= len(js)/8
+	})
+	cutAt := time.Now()
+	s.Isolate(t, victim)
+	t.Logf("%s: %s after the start, node 1 cut off both ways, with %s", sc.name, cutAt.Sub(start).Round(time.Millisecond), state())
+
+	// The stall watch: not ready within its bound of the cut.
+	polltest.Within(t, rabbitmq.DefaultStallAfter+unseenSplitMargin, "the server on node 1 only not ready with ErrStalled", func() bool {
+		return errors.Is(runs[0].srv.CheckReady(), transport.ErrStalled)
+	})
+	stalledAt := time.Now()
+	unknownAtStall := minorityStats.count("unconfirmed")
+	copiesAtStall := m.counter(t, acemq.MetricUnconfirmed, nil)
+	t.Logf("%s: %s after the cut, the server on node 1 only says %q; %d of its publisher's publishes and %d of its copies had an unknown outcome",
+		sc.name, stalledAt.Sub(cutAt).Round(time.Millisecond), runs[0].srv.CheckReady(), unknownAtStall, copiesAtStall)
+	var waitingAtStall int64
+	warned := logs.FilterMessageSnippet("the broker stalled").All()
+	for _, e := range warned {
+		if c, _ := e.ContextMap()["connection"].(string); c == sc.name+" server and publisher on node 1 only publish" {
+			waitingAtStall, _ = e.ContextMap()["waiting"].(int64)
+			t.Logf("%s: +%s %s %s %v", sc.name, e.Time.Sub(cutAt).Round(10*time.Millisecond), e.Level, e.Message, e.ContextMap())
+			break
+		}
+	}
+	if len(warned) == 0 {
+		t.Errorf("%s: the server on node 1 only is not ready, and nothing logged \"the broker stalled\"", sc.name)
+	}
+
+	time.Sleep(time.Until(cutAt.Add(sc.cut)))
+	t.Logf("%s: %s after the cut, before the heal, with %s; cluster:\n%s", sc.name, time.Since(cutAt).Round(time.Millisecond), state(), s.Describe())
+	healAt := time.Now()
+	s.Heal(t)
+	t.Logf("%s: healed %s after the cut", sc.name, healAt.Sub(cutAt).Round(time.Millisecond))
+
+	// Whether RabbitMQ lists the partition once the nodes meet again: under
+	// ignore it does and stays split; the operator restarts the minority.
+	split := polltest.Until(20*time.Second, func() bool {
+		for i := range nodes {
+			if v, err := s.View(i); err == nil && v.Split() {
+				return true
+			}
+		}
+		return false
+	})
+	if split {
+		t.Logf("%s: %s after the heal, the cluster stays split; cluster:\n%s\nas node 0 lists them:\n%s", sc.name, time.Since(healAt).Round(time.Millisecond), s.Describe(),
+			quorumMembers(t, nodes[0], []string{q}))
+		waitFrom := time.Now()
+		answers := polltest.Until(20*time.Second, func() bool { return runs[0].srv.CheckReady() == nil })
+		t.Logf("%s: split, %s after the heal: the server on node 1 only says %v (answered again: %t); handler calls while split: %d on it, %d on the consuming one", sc.name,
+			time.Since(healAt).Round(time.Millisecond), runs[0].srv.CheckReady(), answers,
+			onMinority.between(waitFrom, time.Now()), onSolo.between(waitFrom, time.Now()))
+		restartAt := time.Now()
+		nodes[victim].StopApp(t)
+		nodes[victim].StartApp(t)
+		t.Logf("%s: node 1's application restarted (stop_app, start_app) in %s, %s after the heal", sc.name, time.Since(restartAt).Round(time.Millisecond), time.Since(healAt).Round(time.Millisecond))
+	} else {
+		t.Logf("%s: no node lists a partition 20 s after the heal", sc.name)
+	}
+	polltest.Within(t, 120*time.Second, "the cluster whole again", s.Whole)
+	wholeAt := time.Now()
+	t.Logf("%s: whole %s after the heal; cluster:\n%s\nas node 0 lists them:\n%s", sc.name, wholeAt.Sub(healAt).Round(time.Millisecond), s.Describe(),
+		quorumMembers(t, nodes[0], append([]string{q}, levels...)))
+	polltest.Within(t, 90*time.Second, "the server on node 1 only ready again", func() bool { return runs[0].srv.CheckReady() == nil })
+	readyAt := time.Now()
+	t.Logf("%s: the server on node 1 only ready again %s after the heal", sc.name, readyAt.Sub(healAt).Round(time.Millisecond))
+
+	pubWG.Wait()
+	t.Logf("%s: producers done %s after the cut; node 0 and 2's: %s; node 1's: %s", sc.name, time.Since(cutAt).Round(time.Millisecond), majorityStats, minorityStats)
+	sk := newSink(nodes[0].URL, q)
+	if !polltest.Until(90*time.Second, sk.settled(l, sent)) {
+		held, queues := holding(t, nodes[0], levels)
+		t.Errorf("%s: not settled within 90 s of the producers' end; the levels hold %d dead-lettered messages; the queues holding messages: %s", sc.name, held, queues)
+	}
+	settled := time.Since(cutAt)
+	after := leaders(t, nodes[0])
+	t.Logf("%s: after the heal, %s leads %s, the levels are led %v", sc.name, after[q], q, countLeaders(after, levels))
+	notReady := ready.stop()
+	for _, r := range runs {
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	left := map[string]int{}
+	for _, name := range append(levels, delay.Undeliverable) {
+		addAll(left, drain(t, nodes[0].URL, name))
+	}
+	tl := sk.collect(t, sc.name, sent, l.acceptedCopy(), pol)
+	addAll(tl.queued, left)
+
+	// What the library saw and said.
+	gap, gapFrom := prog.longestGap(cutAt, healAt.Add(30*time.Second))
+	t.Logf("%s: settled %s after the cut; deliveries: %v", sc.name, settled.Round(time.Millisecond), how)
+	t.Logf("%s: handler calls: the longest pause %s, from %s after the cut; %s", sc.name, gap.Round(time.Millisecond), gapFrom.Sub(cutAt).Round(time.Millisecond),
+		prog.perPhase(cutAt, healAt, wholeAt))
+	t.Logf("%s: handler calls per second from 5 s before the cut to 15 s after the heal: %v", sc.name,
+		prog.perSecond(cutAt.Add(-5*time.Second), int(healAt.Sub(cutAt)/time.Second)+20))
+	t.Logf("%s: CheckReady of the servers on node 1 only (with the publisher), 0, 2, and the consuming one on node 1 only: %s", sc.name, notReady.describe(cutAt))
+	for _, on := range []struct {
+		name string
+		p    *progress
+	}{{"the server on node 1 only", onMinority}, {"the consuming server on node 1 only", onSolo}} {
+		t.Logf("%s: handler calls of %s: %d before the cut, %d from the cut to the heal, %d from the heal to the whole cluster, %d after", sc.name, on.name,
+			on.p.between(start, cutAt), on.p.between(cutAt, healAt), on.p.between(healAt, wholeAt), on.p.between(wholeAt, time.Now()))
+	}
+	if notReady.notReadyWithin(3, cutAt.Add(rabbitmq.DefaultStallAfter+unseenSplitMargin), healAt) {
+		t.Logf("%s: the consuming server on node 1 only said not ready during the cut", sc.name)
+	} else {
+		t.Logf("%s: the consuming server on node 1 only said it was ready throughout the cut, with %d handler calls from 1 s after the cut to the heal", sc.name,
+			onSolo.between(cutAt.Add(time.Second), healAt))
+	}
+	t.Logf("%s: the library said, from the cut to 30 s after the whole cluster:\n%s", sc.name, said.between(cutAt, wholeAt.Add(30*time.Second), cutAt))
+
+	// The stall's bound on unknown outcomes, on the node-1-only transport
+	// (its publisher's and its server's copies share the publish
+	// connection): what was in flight when the stall began (the unknown
+	// outcomes until then, and the publishes the warning says waited),
+	// then at most one probe per stall bound until the transport is ready
+	// again, plus the probe the stall lets through at once and one
+	// publish cut short when node 1's application stopped.
+	unknown := minorityStats.count("unconfirmed")
+	copies := m.counter(t, acemq.MetricUnconfirmed, nil)
+	bound := unknownAtStall + int(copiesAtStall) + int(waitingAtStall) + int(readyAt.Sub(stalledAt)/rabbitmq.DefaultStallAfter) + 2
+	t.Logf("%s: unknown outcomes on node 1's transport: %d of its publisher's publishes (%d by the stall), %d of its server's copies (%d by the stall), %d waiting at the stall; the bound %d (stalled for %s); refused unsent while stalled: %d",
+		sc.name, unknown, unknownAtStall, copies, copiesAtStall, waitingAtStall, bound, readyAt.Sub(stalledAt).Round(time.Millisecond), minorityStats.count("stalled"))
+	if unknown+int(copies) > bound {
+		t.Errorf("%s: %d publishes with an unknown outcome on node 1's transport, over the stall's bound of %d", sc.name, unknown+int(copies), bound)
+	}
+	if minorityStats.count("stalled") == 0 {
+		t.Errorf("%s: no publish of node 1's publisher was refused unsent while the broker stalled: %s", sc.name, minorityStats)
+	}
+
+	r := tl.report(t)
+	t.Logf("%s: duplicates by the publisher of the id: %v", sc.name, duplicatesBy(tl, func(id string) string {
+		var k int
+		_, _ = fmt.Sscanf(id[len(id)-4:], "%d", &k)
+		return fmt.Sprintf("node %d", k%len(nodes))
+	}))
+	if r.lost != 0 {
+		t.Logf("%s: of the lost, %s", sc.name, l.lostAfter(r.lostIDs))
+	}
+	if n := how.count(func(k arrival) bool { return k.attempt > 1 }); n == 0 {
+		t.Errorf("%s: no retry was delivered: %v", sc.name, how)
+	}
+}
