@@ -269,16 +269,7 @@ func (w *rabbitWorld) start() {
 			quorumQueue:  {Retry: w.quorum, Args: map[string]any{"x-queue-type": "quorum"}, DeliveryLimit: 8},
 		},
 	}
-	w.done = make(chan error, 1)
-	srv, done := w.srv, w.done
-	go func() { done <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		w.t.Fatalf("soak: Run returned before it subscribed: %v", err)
-	case <-time.After(wallWait):
-		w.t.Fatalf("soak: the server did not subscribe within %v", wallWait)
-	}
+	w.done = runUntilReady(w.t, w.srv)
 }
 
 // stop shuts the server down as a process stopping does, waiting for its

@@ -130,16 +130,7 @@ func (w *world) start() {
 			quorumQueue:  {Retry: quorumPolicy, Args: map[string]any{"x-queue-type": "quorum"}, DeliveryLimit: 8},
 		},
 	}
-	w.done = make(chan error, 1)
-	srv, done := w.srv, w.done
-	go func() { done <- srv.Run(context.Background()) }()
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		w.t.Fatalf("soak: Run returned before it subscribed: %v", err)
-	case <-time.After(wallWait):
-		w.t.Fatalf("soak: the server did not subscribe within %v", wallWait)
-	}
+	w.done = runUntilReady(w.t, w.srv)
 }
 
 // stop shuts the server down as a process stopping does: handlers still
@@ -397,4 +388,20 @@ func (w *world) undelivered() {
 		}
 		w.drainUntilIdle(24 * time.Hour)
 	}
+}
+
+// runUntilReady runs srv and returns once it has subscribed every queue;
+// the channel gets what Run returns.
+func runUntilReady(t *testing.T, srv *acemq.Server) chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		t.Fatalf("soak: Run returned before it subscribed: %v", err)
+	case <-time.After(wallWait):
+		t.Fatalf("soak: the server did not subscribe within %v", wallWait)
+	}
+	return done
 }
