@@ -18,7 +18,7 @@ func checkPartitioning(c QueueConfig) error {
 		return fmt.Errorf("Partitions %d; it must be zero (one queue) or above", c.Partitions)
 	case c.Partitions > 0 && len(c.Bindings) > 0:
 		return errors.New("Bindings on a partitioned queue: an exchange gives a copy to every partition bound to it; bind the exchange's messages to one queue, or publish to Partitioned.For(key)")
-	case c.Ordered && c.Args["x-queue-type"] != "quorum":
+	case c.Ordered && !queueargs.Quorum(c.Args):
 		return queueargs.CheckOrdered(c.Args)
 	case c.Ordered && c.Concurrency > 1:
 		return fmt.Errorf("Ordered with Concurrency %d: an ordered queue runs one handler at a time", c.Concurrency)

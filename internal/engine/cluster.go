@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/acemq/acemq/internal/queueargs"
 	"github.com/acemq/acemq/retry"
 	"github.com/acemq/acemq/transport"
 	"go.uber.org/zap"
@@ -20,7 +21,7 @@ import (
 // too, and a server given one URL cannot tell a cluster behind it.
 func (e *Engine) warnRungsOnCluster(q *queueRun) {
 	c, ok := e.t.(transport.Clustered)
-	if !ok || c.Nodes() < 2 || q.args["x-queue-type"] != "quorum" || !q.declare {
+	if !ok || c.Nodes() < 2 || !queueargs.Quorum(q.args) || !q.declare {
 		return
 	}
 	rungs := q.policy.BrokerRungs()

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acemq/acemq/internal/queueargs"
 	"github.com/acemq/acemq/internal/wire"
 )
 
@@ -23,7 +24,7 @@ func (e *Engine) checkDeliveryLimit(q *queueRun) error {
 		}
 		e.log.Warn("acemq: "+msg, zap.String("queue", q.name), zap.Int("delivery_limit", limit), zap.Int("max_attempts", q.policy.MaxAttempts()))
 	}
-	if e.broker.major() >= 4 && q.args["x-queue-type"] == "quorum" && limit == 0 && !q.hasOwnDeadLetterRoute() {
+	if e.broker.major() >= 4 && queueargs.Quorum(q.args) && limit == 0 && !q.hasOwnDeadLetterRoute() {
 		e.log.Warn("acemq: RabbitMQ 4 gives this quorum queue a delivery limit of 20, and it has no dead-letter route: a message delivered 20 times is dropped. Set QueueConfig.DeliveryLimit",
 			zap.String("queue", q.name))
 	}

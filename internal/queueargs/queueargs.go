@@ -31,11 +31,14 @@ func Ordered(args map[string]any, ordered bool) map[string]any {
 	return out
 }
 
+// Quorum reports whether args declare a quorum queue.
+func Quorum(args map[string]any) bool { return args["x-queue-type"] == "quorum" }
+
 // CheckOrdered refuses the arguments of an ordered queue that cannot mean
 // what they say: a queue that is not a quorum queue, or one whose args
 // turn single active consumer off.
 func CheckOrdered(args map[string]any) error {
-	if args["x-queue-type"] != "quorum" {
+	if !Quorum(args) {
 		return fmt.Errorf("Ordered needs a quorum queue (Args x-queue-type quorum); this one is %v: on RabbitMQ 3.10 a classic single-active-consumer queue crashes when its active consumer cancels while holding deliveries, which is how a server drains (rabbitmq-server#5460)", OrClassic(args["x-queue-type"]))
 	}
 	if v, ok := args[SingleActiveConsumer]; ok && v != true {
@@ -63,7 +66,7 @@ func DeliveryLimit(queue string, args map[string]any, limit int) (map[string]any
 		return nil, fmt.Errorf("DeliveryLimit %d; it must be zero (none declared) or above", limit)
 	case limit == 0:
 		return args, nil
-	case args["x-queue-type"] != "quorum":
+	case !Quorum(args):
 		return nil, fmt.Errorf("DeliveryLimit needs a quorum queue (Args x-queue-type quorum); this one is %v", OrClassic(args["x-queue-type"]))
 	}
 	for _, k := range []string{"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy", "x-overflow"} {
