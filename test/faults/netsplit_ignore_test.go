@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,8 +34,8 @@ import (
 // publisher sharing a transport connected to node 1 only. Under steady
 // load node 1 is cut from the other two both ways for 25 s, then healed;
 // the cluster stays split (RabbitMQ lists the partition), so the test does
-// what RabbitMQ tells an operator to: restart the minority side (node 1's
-// application, stop_app and start_app), and waits until it is whole.
+// what RabbitMQ tells an operator to: restart the minority side (node 1,
+// its VM killed and started again), and waits until it is whole.
 // First it gives node 1 30 s to answer publishes again on its own (its
 // quorum queue member follows the majority's leader once the nodes meet),
 // and logs whether it did. A fourth server, consuming only (it publishes
@@ -139,41 +137,15 @@ func (l *ledger) callsOf(id string) int {
 }
 
 // restartMinority is what RabbitMQ tells an operator to do with a cluster
-// that stayed split: restart the nodes of the side not trusted (here node
-// i), which then take the other side's state. First its application
-// (rabbitmqctl stop_app, start_app); when that does not end within a
-// minute (one run in five here: start_app never returned), the node's VM
-// killed and started again. rabbitmqctl runs bounded (ctlWithin), as a
-// hung one must not hang the test.
+// that stayed split: stop the nodes of the side not trusted (here node i)
+// and start them again, so that they take the other side's state. The
+// node's VM is killed and started again on its data: restarting only its
+// application (rabbitmqctl stop_app, start_app) worked in four runs of six
+// here, and in the other two start_app never returned.
 func restartMinority(tb testing.TB, s *brokertest.Netsplit, i int) {
 	tb.Helper()
-	n := s.Nodes[i]
-	out, err := ctlWithin(n.Name, time.Minute, "stop_app")
-	if err == nil {
-		if out, err = ctlWithin(n.Name, time.Minute, "start_app"); err == nil {
-			return
-		}
-	}
-	tb.Logf("restart node %d's application: %v: %s; its VM is killed and started again; cluster:\n%s", i, err, out, s.Describe())
-	n.Kill(tb)
-	n.Restart(tb)
-}
-
-// ctlWithin runs rabbitmqctl on node with its arguments, ending it and
-// what it started (rabbitmqctl is a script that runs su and a VM, which
-// hold its output open) once within has passed.
-func ctlWithin(node string, within time.Duration, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "rabbitmqctl", append([]string{"-q", "-n", node}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("rabbitmqctl -n %s %s: %w", node, strings.Join(args, " "), err)
-	}
-	return string(out), nil
+	s.Nodes[i].Kill(tb)
+	s.Nodes[i].Restart(tb)
 }
 
 // count is stats' failures of kind (publishStats.fail's words).
@@ -366,6 +338,7 @@ func (sc unseenSplit) run(t *testing.T) {
 	// the work queue's own dead-letter route (its x-dead-letter-exchange,
 	// the .dlq), saying so. Those parks are expected in the .dlq; any other
 	// such rejection is not.
+	sk := newSink(nodes[0].URL, q)
 	parkedQ := acemq.ParkedQueue(q)
 	rerouted := map[string]bool{}
 	for _, e := range logs.FilterMessageSnippet("rejected to the queue's own dead-letter route").All() {
@@ -384,14 +357,29 @@ func (sc unseenSplit) run(t *testing.T) {
 		t.Errorf("%s: +%s %s %v: a copy rejected to the queue's own dead-letter route, not one on node 1 while the cluster was split", sc.name,
 			e.Time.Sub(cutAt).Round(10*time.Millisecond), e.Message, c)
 	}
-	for i, j := range sent {
-		if rerouted[j.ID] && j.Park {
-			sent[i].Park, sent[i].Reject = false, true // expected in the .dlq
+	// A rejection on the split node may not take either: such a park is
+	// delivered again and parked. Either end is its own.
+	var settleOn []job
+	for _, j := range sent {
+		if !rerouted[j.ID] || !j.Park {
+			settleOn = append(settleOn, j)
 		}
 	}
+	settledAll := func() bool {
+		if !sk.settled(l, settleOn)() {
+			return false
+		}
+		sk.mu.Lock()
+		defer sk.mu.Unlock()
+		for id := range rerouted {
+			if sk.dlq[id]+sk.parked[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}
 	t.Logf("%s: parks node 1 handled while the cluster was split, rejected to the .dlq as their .parked queue was out of its reach: %d %v", sc.name, len(rerouted), slices.Sorted(maps.Keys(rerouted)))
-	sk := newSink(nodes[0].URL, q)
-	if !polltest.Until(90*time.Second, sk.settled(l, sent)) {
+	if !polltest.Until(90*time.Second, settledAll) {
 		held, queues := holding(t, nodes[0], levels)
 		t.Errorf("%s: not settled within 90 s of the producers' end; the levels hold %d dead-lettered messages; the queues holding messages: %s", sc.name, held, queues)
 	}
@@ -410,6 +398,11 @@ func (sc unseenSplit) run(t *testing.T) {
 	}
 	tl := sk.collect(t, sc.name, sent, l.acceptedCopy(), pol)
 	addAll(tl.queued, left)
+	for i, j := range tl.published {
+		if rerouted[j.ID] && j.Park && tl.parked[j.ID] == 0 {
+			tl.published[i].Park, tl.published[i].Reject = false, true // expected in the .dlq
+		}
+	}
 
 	// What the library saw and said.
 	gap, gapFrom := prog.longestGap(cutAt, healAt.Add(30*time.Second))
