@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/acemq/acemq/transport"
@@ -10,6 +11,7 @@ import (
 
 // stall is the broker's stall (Broker.Stall), guarded by b.mu.
 type stall struct {
+	on     atomic.Bool    // healed != nil, read without the lock by every publish
 	healed chan struct{}  // closed by Unstall; nil while not stalled
 	limbo  []limboPublish // publishes given up as unknown, taken at Unstall
 	since  time.Time      // when the stall began, by the broker's clock
@@ -43,6 +45,7 @@ func (b *Broker) Stall() {
 	defer b.unlock()
 	if b.stall.healed == nil {
 		b.stall.healed, b.stall.since = make(chan struct{}), b.clock.Now()
+		b.stall.on.Store(true)
 	}
 }
 
@@ -56,7 +59,8 @@ func (b *Broker) Unstall() {
 	}
 	close(b.stall.healed)
 	limbo := b.stall.limbo
-	b.stall = stall{}
+	b.stall.on.Store(false)
+	b.stall.healed, b.stall.limbo, b.stall.since = nil, nil, time.Time{}
 	for _, l := range limbo {
 		_, _ = l.c.routeLocked(l.p, l.m, l.ttl, l.hasTTL, Deliver, true)
 	}
@@ -71,6 +75,9 @@ func (b *Broker) Unstall() {
 // told the outcome is unknown (its ctx ended as the stall did).
 func (c *Conn) waitStalled(ctx context.Context, p *transport.Publishing, m *message, ttl time.Duration, hasTTL bool) (lost bool, err error) {
 	b := c.b
+	if !b.stall.on.Load() {
+		return false, nil
+	}
 	b.lock()
 	healed := b.stall.healed
 	switch {
