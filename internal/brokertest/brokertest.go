@@ -103,6 +103,18 @@ func Ctl(tb testing.TB, node string, args ...string) string {
 	return out
 }
 
+// bounded makes cmd end with its context, children and all: rabbitmqctl
+// runs su, sh and an Erlang VM, and killing rabbitmqctl alone leaves them
+// holding its output open, so the call never returned (a start_app that
+// hung, seen in the netsplit scenarios). Its process group is killed, and
+// the wait for its output ends a second later whatever holds it.
+func bounded(cmd *exec.Cmd) *exec.Cmd {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
 func nodeOrShared(node string) string {
 	if node == "" {
 		return SharedNode()
@@ -113,7 +125,7 @@ func nodeOrShared(node string) string {
 func ctl(node string, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "rabbitmqctl", append([]string{"-q", "-n", nodeOrShared(node)}, args...)...).CombinedOutput()
+	out, err := bounded(exec.CommandContext(ctx, "rabbitmqctl", append([]string{"-q", "-n", nodeOrShared(node)}, args...)...)).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 	}

@@ -275,7 +275,7 @@ func (s *Netsplit) Running() []string {
 	var out []string
 	for _, nd := range s.Nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := exec.CommandContext(ctx, "rabbitmq-diagnostics", "-q", "-n", nd.Name, "check_running").Run()
+		err := bounded(exec.CommandContext(ctx, "rabbitmq-diagnostics", "-q", "-n", nd.Name, "check_running")).Run()
 		cancel()
 		if err == nil {
 			out = append(out, nd.Name)
