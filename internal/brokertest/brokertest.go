@@ -107,7 +107,8 @@ func Ctl(tb testing.TB, node string, args ...string) string {
 // runs su, sh and an Erlang VM, and killing rabbitmqctl alone leaves them
 // holding its output open, so the call never returned (a start_app that
 // hung, seen in the netsplit scenarios). Its process group is killed, and
-// the wait for its output ends a second later whatever holds it.
+// the wait for its output ends a second later whatever holds it (then, if
+// it had succeeded, exec.ErrWaitDelay: a success).
 func bounded(cmd *exec.Cmd) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -126,6 +127,9 @@ func ctl(node string, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := bounded(exec.CommandContext(ctx, "rabbitmqctl", append([]string{"-q", "-n", nodeOrShared(node)}, args...)...)).CombinedOutput()
+	if errors.Is(err, exec.ErrWaitDelay) { // it succeeded; a child it left holds the output
+		err = nil
+	}
 	if err != nil {
 		return string(out), fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 	}

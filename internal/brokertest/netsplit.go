@@ -259,14 +259,23 @@ func (s *Netsplit) Describe() string {
 
 // Whole reports whether every node runs with every other and none reports
 // a partition.
-func (s *Netsplit) Whole() bool {
-	for i := range s.Nodes {
+func (s *Netsplit) Whole() bool { return s.NotWhole() == "" }
+
+// NotWhole says why the cluster is not whole, the first node's view that
+// is not, or "" when it is.
+func (s *Netsplit) NotWhole() string {
+	for i, nd := range s.Nodes {
 		v, err := s.View(i)
-		if err != nil || v.Paused || v.Split() || len(v.Running) != len(s.Nodes) {
-			return false
+		switch {
+		case err != nil:
+			return fmt.Sprintf("%s: %v", nd.Name, err)
+		case v.Paused:
+			return nd.Name + ": paused"
+		case v.Split() || len(v.Running) != len(s.Nodes):
+			return fmt.Sprintf("%s: running %v, partitions %v", nd.Name, v.Running, v.Partitions)
 		}
 	}
-	return true
+	return ""
 }
 
 // Running is the names of the nodes whose RabbitMQ application runs
@@ -277,7 +286,7 @@ func (s *Netsplit) Running() []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := bounded(exec.CommandContext(ctx, "rabbitmq-diagnostics", "-q", "-n", nd.Name, "check_running")).Run()
 		cancel()
-		if err == nil {
+		if err == nil || errors.Is(err, exec.ErrWaitDelay) {
 			out = append(out, nd.Name)
 		}
 	}

@@ -319,7 +319,7 @@ func (sc unseenSplit) run(t *testing.T) {
 	} else {
 		t.Logf("%s: no node lists a partition 20 s after the heal", sc.name)
 	}
-	polltest.Within(t, 120*time.Second, "the cluster whole again", s.Whole)
+	awaitWhole(t, s)
 	wholeAt := time.Now()
 	t.Logf("%s: whole %s after the heal; cluster:\n%s\nas node 0 lists them:\n%s", sc.name, wholeAt.Sub(healAt).Round(time.Millisecond), s.Describe(),
 		quorumMembers(t, nodes[0], append([]string{q}, levels...)))

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/acemq/acemq/internal/brokertest"
@@ -98,16 +97,7 @@ func outboxFeed(n int) func(t testing.TB, s *brokertest.Netsplit, q string, log 
 						return
 					default:
 					}
-					wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					err := pgx.BeginFunc(wctx, pool, func(tx pgx.Tx) error {
-						for _, j := range batch {
-							if _, err := ob.Write(wctx, tx, outbox.Message{Queue: q, ID: j.ID, Body: body(j), ContentType: "application/json"}); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-					cancel()
+					err := writeJobs(ctx, pool, ob, q, batch)
 					if err == nil {
 						break
 					}

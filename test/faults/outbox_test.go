@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -65,16 +66,7 @@ func TestFaultOutboxRelay(t *testing.T) {
 		for i := 0; i < len(part); i += 10 {
 			batch := part[i:min(i+10, len(part))]
 			for {
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := pgx.BeginFunc(wctx, pool, func(tx pgx.Tx) error {
-					for _, j := range batch {
-						if _, err := ob.Write(wctx, tx, outbox.Message{Queue: q, ID: j.ID, Body: body(j), ContentType: "application/json"}); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				cancel()
+				err := writeJobs(ctx, pool, ob, q, batch)
 				// A commit whose answer was lost may have committed: the
 				// batch is written again, a duplicate at worst.
 				if err == nil {
@@ -150,4 +142,19 @@ func runRelay(t *testing.T, ctx context.Context) {
 	if err := relay.Run(ctx); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
+}
+
+// writeJobs writes batch into the outbox for queue q in one transaction,
+// within 5 s.
+func writeJobs(ctx context.Context, pool *pgxpool.Pool, ob *outbox.Outbox, q string, batch []job) error {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return pgx.BeginFunc(wctx, pool, func(tx pgx.Tx) error {
+		for _, j := range batch {
+			if _, err := ob.Write(wctx, tx, outbox.Message{Queue: q, ID: j.ID, Body: body(j), ContentType: "application/json"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
