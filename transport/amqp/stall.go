@@ -110,15 +110,17 @@ func (w *stallWatch) tick(now time.Time, gen uint64, log *zap.Logger) {
 		since = 0
 	}
 	stalled, silent := stalledFor(w.waiting.Load(), w.busySince.Load(), w.lastAnswer.Load(), since, now.UnixNano(), w.after)
+	// Each change is logged before Check says so, so that whoever sees
+	// Check's answer finds the line that explains it.
 	switch {
 	case stalled && since == 0:
-		w.since.Store(silent)
-		w.gen = gen
 		log.Warn("acemq: the broker stalled: publishes await a confirm and none came; a node cut off from its cluster's majority, or a quorum queue without a leader, accepts publishes it cannot confirm",
 			zap.Int64("waiting", w.waiting.Load()), zap.Stringer("silent_for", now.Sub(time.Unix(0, silent)).Round(time.Millisecond)))
+		w.gen = gen
+		w.since.Store(silent)
 	case !stalled && since != 0:
-		w.since.Store(0)
 		log.Info("acemq: the broker answers publishes again", zap.Stringer("stalled_for", now.Sub(time.Unix(0, since)).Round(time.Millisecond)))
+		w.since.Store(0)
 	}
 }
 
