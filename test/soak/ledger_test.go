@@ -3,7 +3,9 @@ package soak_test
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"testing"
 )
 
 // ledger accounts for every published id, as test/faults' tally does:
@@ -102,4 +104,20 @@ func (l *ledger) story(id string) string {
 	defer l.mu.Unlock()
 	return fmt.Sprintf("%s (%s): calls %d, handled %d, dlq %d, parked %d, held %d, destroyed %d",
 		id, l.queue[id], l.calls[id], l.handled[id], l.dlq[id], l.parked[id], l.held[id], l.destroyed[id])
+}
+
+// checkEnds fails t when a message is lost, telling each lost id's story,
+// or still held once the run has drained: the bar both runs are held to.
+func checkEnds(t *testing.T, f figures, seed uint64, story func(id string) string) {
+	t.Helper()
+	if f.lost != 0 {
+		var stories []string
+		for _, id := range head(f.lostIDs) {
+			stories = append(stories, story(id))
+		}
+		t.Errorf("soak: %d messages lost (seed %d): %s", f.lost, seed, strings.Join(stories, "; "))
+	}
+	if f.held != 0 {
+		t.Errorf("soak: %d messages still held after the drain (seed %d): the system did not settle", f.held, seed)
+	}
 }

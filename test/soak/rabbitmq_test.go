@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -22,7 +20,6 @@ import (
 	"github.com/acemq/acemq/delay"
 	"github.com/acemq/acemq/internal/brokertest"
 	"github.com/acemq/acemq/retry"
-	"github.com/acemq/acemq/transport"
 	rabbitmq "github.com/acemq/acemq/transport/amqp"
 	"github.com/acemq/acemq/transport/memory"
 )
@@ -141,16 +138,7 @@ func TestSoakRabbitMQ(t *testing.T) {
 		t.Errorf("soak: %d ids destroyed by the queues' deletions, more than the %d they held ready, on their rungs and in the servers' prefetch (seed %d)",
 			f.destroyed, bound, seed)
 	}
-	if f.lost != 0 {
-		var stories []string
-		for _, id := range head(f.lostIDs) {
-			stories = append(stories, w.story(id))
-		}
-		t.Errorf("soak: %d messages lost (seed %d): %s", f.lost, seed, strings.Join(stories, "; "))
-	}
-	if f.held != 0 {
-		t.Errorf("soak: %d messages still held after the drain (seed %d): the system did not settle", f.held, seed)
-	}
+	checkEnds(t, f, seed, w.story)
 }
 
 // leftOut names the kinds the RabbitMQ run does not do: rabbitSkips, and
@@ -292,153 +280,6 @@ func (w *rabbitWorld) stop() {
 		w.t.Errorf("soak: Run: %v", runErr)
 	}
 	_ = w.tr.Close()
-}
-
-// inject does the fault of st on the broker now.
-func (w *rabbitWorld) inject(st step) {
-	w.t.Helper()
-	switch st.fault {
-	case "connections-closed":
-		// The broker's connection.close (320 CONNECTION_FORCED) to every
-		// connection of the vhost: the server's and the publisher's.
-		w.node.Ctl(w.t, "close_all_connections", "-p", w.vh, "acemq soak: connections closed")
-	case "blocked":
-		w.block(st.n)
-	case "queue-deleted":
-		w.deleteQueue(st.target)
-	case "restart":
-		w.stop()
-		w.start()
-	default:
-		w.t.Fatalf("soak: no RabbitMQ operation for fault %q", st.fault)
-	}
-}
-
-// block sets the node's memory alarm (set_vm_memory_high_watermark 0),
-// which blocks every connection that publishes, the server's and the
-// publisher's, while the server goes on consuming and acking on a
-// connection of its own. Where the memory run refuses the next n
-// publishes, the alarm stays on for about the time n publishes of the
-// schedule take (n mean intervals, scaled; at least as long as rabbitmqctl
-// takes to clear it), cleared from a goroutine of its own so that the
-// schedule's publishes meet it; a second alarm meanwhile lengthens it.
-func (w *rabbitWorld) block(n int) {
-	w.t.Helper()
-	until := time.Now().Add(time.Duration(n) * (*intervalFlag) / w.scale)
-	w.mu.Lock()
-	on := w.alarmOn
-	w.alarmOn, w.unblockAt = true, later(w.unblockAt, until)
-	w.mu.Unlock()
-	if on {
-		return
-	}
-	w.node.Ctl(w.t, "set_vm_memory_high_watermark", "0")
-	w.alarm.Go(func() {
-		for {
-			w.mu.Lock()
-			at := w.unblockAt
-			w.mu.Unlock()
-			if time.Now().Before(at) {
-				time.Sleep(time.Until(at))
-				continue
-			}
-			out, err := exec.Command("rabbitmqctl", "-q", "-n", w.node.Name, "set_vm_memory_high_watermark", "0.4").CombinedOutput()
-			w.mu.Lock()
-			w.alarmOn = false
-			if err != nil {
-				w.alarmErr = fmt.Errorf("clear the memory alarm: %v: %s", err, strings.TrimSpace(string(out)))
-			}
-			w.mu.Unlock()
-			return
-		}
-	})
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// unblock waits until the memory alarm is cleared.
-func (w *rabbitWorld) unblock() {
-	w.t.Helper()
-	w.alarm.Wait()
-	w.mu.Lock()
-	err := w.alarmErr
-	w.mu.Unlock()
-	if err != nil {
-		w.t.Fatalf("soak: %v", err)
-	}
-}
-
-// deleteQueue deletes q from a connection of its own, as an operator
-// does, marks what it may take as destroyed (the ids of q not ended yet:
-// those that end after all are not), and waits until the server has
-// declared q again: the engine does it once every worker of the cancelled
-// subscription returned (supervise's alive.Wait), so a retry waiting in
-// the process or a handler asleep keeps q deleted meanwhile, and a
-// publish to it unroutable.
-func (w *rabbitWorld) deleteQueue(q string) {
-	w.t.Helper()
-	d := deletion{queue: q, prefetch: rabbitPrefetch}
-	if q == classicQueue {
-		for _, r := range w.classic.BrokerRungs() {
-			info, err := w.pubTr.Inspect(context.Background(), retry.RungName(q, r))
-			if err == nil {
-				d.rungs += info.Messages
-			}
-		}
-	}
-	w.l.mu.Lock()
-	for _, id := range w.l.published {
-		if w.l.queue[id] == q && w.l.handled[id]+w.l.dlq[id]+w.l.parked[id] == 0 {
-			w.l.destroyed[id]++
-		}
-	}
-	w.l.mu.Unlock()
-	if err := brokertest.OnChannel(w.url, func(ch *amqp.Channel) (err error) {
-		d.purged, err = ch.QueueDelete(q, false, false, false)
-		return err
-	}); err != nil {
-		w.t.Fatalf("soak: delete %s: %v", q, err)
-	}
-	w.mu.Lock()
-	w.deletions = append(w.deletions, d)
-	w.mu.Unlock()
-	deleted := time.Now()
-	deadline := deleted.Add(wallWait)
-	for {
-		_, err := w.pubTr.Inspect(context.Background(), q)
-		if err == nil {
-			w.t.Logf("soak: deleted %s: it held %d ready, %d on its rungs; the server declared it again within %v",
-				q, d.purged, d.rungs, time.Since(deleted).Round(time.Millisecond))
-			return
-		}
-		if !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrClosed) {
-			w.t.Logf("soak: inspect %s after its deletion: %v", q, err)
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("soak: the server did not declare %s again within %v of its deletion", q, wallWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// destroyable bounds what the deletions may have taken, as
-// test/faults' work-queue-deleted does: what each queue held ready
-// (queue.delete-ok's count), what waited on its rungs (expiring into a
-// binding that went with it), and what the server had been sent from it
-// (the prefetch).
-func (w *rabbitWorld) destroyable() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, d := range w.deletions {
-		n += d.purged + d.rungs + d.prefetch
-	}
-	return n
 }
 
 // drain waits, within limit, until the run is settled: every id no
@@ -590,84 +431,4 @@ func (w *rabbitWorld) ready() int {
 		}
 	}
 	return n
-}
-
-// publishTries counts the publish tries that failed, by their error, and
-// how long publishes took to be confirmed.
-type publishTries struct {
-	mu      sync.Mutex
-	by      map[string]int
-	slow    int           // publishes confirmed after more than slowPublish (held by an alarm, a reconnect)
-	longest time.Duration // the longest a publish took to be confirmed, tries included
-}
-
-// slowPublish is what the publish summary counts as slow: far above a
-// confirm's few milliseconds, as a publish held by a memory alarm or a
-// reconnect is.
-const slowPublish = 250 * time.Millisecond
-
-func (p *publishTries) took(d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if d > slowPublish {
-		p.slow++
-	}
-	p.longest = max(p.longest, d)
-}
-
-func (p *publishTries) add(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.by == nil {
-		p.by = map[string]int{}
-	}
-	kind := "other"
-	switch {
-	case errors.Is(err, acemq.ErrUnroutable):
-		kind = "unroutable"
-	case errors.Is(err, transport.ErrUnconfirmed):
-		kind = "unconfirmed"
-	case errors.Is(err, transport.ErrNacked):
-		kind = "nacked"
-	case errors.Is(err, transport.ErrBlocked):
-		kind = "blocked"
-	case errors.Is(err, transport.ErrClosed):
-		kind = "closed"
-	}
-	p.by[kind]++
-}
-
-func (p *publishTries) String() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	tries := "none"
-	if len(p.by) > 0 {
-		tries = faultLine(p.by)
-	}
-	return fmt.Sprintf("%s; %d publishes took over %v (the longest %v)", tries, p.slow, slowPublish, p.longest.Round(time.Millisecond))
-}
-
-// rabbitPublish is publish on a real broker: an error (a connection
-// closed under it, the queue deleted and not yet declared again) is tried
-// again after a short pause, as a service does, until the message is
-// confirmed and routed, within wallWait.
-func rabbitPublish(t *testing.T, pub *acemq.Publisher, l *ledger, id, q string, stats *publishTries) {
-	t.Helper()
-	l.publish(id, q)
-	began := time.Now()
-	deadline := began.Add(wallWait)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		_, err := pub.Publish(ctx, acemq.Outgoing{ID: id, RoutingKey: q, Body: []byte(`{"order":"` + id + `"}`)})
-		cancel()
-		if err == nil {
-			stats.took(time.Since(began))
-			return
-		}
-		stats.add(err)
-		if time.Now().After(deadline) {
-			t.Fatalf("soak: publish %s to %s: %v (tried for %v)", id, q, err, wallWait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -124,16 +124,7 @@ func TestSoak(t *testing.T) {
 	if f.duplicates > 0 {
 		t.Logf("soak: duplicates: %v", head(f.duplicateIDs))
 	}
-	if f.lost != 0 {
-		var stories []string
-		for _, id := range head(f.lostIDs) {
-			stories = append(stories, l.story(id))
-		}
-		t.Errorf("soak: %d messages lost (seed %d): %s", f.lost, seed, strings.Join(stories, "; "))
-	}
-	if f.held != 0 {
-		t.Errorf("soak: %d messages still held after the drain (seed %d): the system did not settle", f.held, seed)
-	}
+	checkEnds(t, f, seed, l.story)
 }
 
 // publish sends id to q through an acemq.Publisher as a service does: an
